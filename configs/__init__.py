@@ -1,0 +1,1 @@
+"""ml_collections configs for electra_jax; each file defines `get_config()`."""

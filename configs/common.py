@@ -1,0 +1,122 @@
+"""Hyperparameters shared by every ELECTRA size.
+
+Values are those of Clark et al., "ELECTRA: Pre-training Text Encoders as
+Discriminators Rather Than Generators" (ICLR 2020), Appendix A, Table 6, unless
+a comment says otherwise. The size files (tiny/small/base/large) start from
+`get_config()` here and override only what differs. Derived values
+(`max_predictions_per_seq`, generator widths, attention heads) are computed
+once, in `electra_jax.config_lib`, never stored here.
+"""
+
+import ml_collections
+
+
+def get_config() -> ml_collections.ConfigDict:
+  config = ml_collections.ConfigDict()
+
+  config.seed = 0
+  # Global batch over all devices and processes.
+  config.batch_size = 128
+  config.max_seq_length = 128
+  config.num_train_steps = 1_000_000
+
+  # --- Optimizer (paper, Table 6) ---------------------------------------------
+  config.learning_rate = 5e-4
+  config.warmup_steps = 10_000  # Linear warmup, then linear decay to 0.
+  config.weight_decay = 0.01  # Not applied to LayerNorm parameters or biases.
+  config.adam_b1 = 0.9
+  config.adam_b2 = 0.999
+  config.adam_eps = 1e-6
+  config.max_grad_norm = 1.0  # Global-norm clipping, as the released code.
+  # The released code's AdamWeightDecayOptimizer (inherited from BERT) has no
+  # bias correction. True is standard AdamW; False reproduces the original.
+  config.adam_bias_correction = True
+
+  # --- Replaced token detection objective -------------------------------------
+  config.objective = ml_collections.ConfigDict()
+  config.objective.mask_prob = 0.15  # Paper: 15% (25% for Large).
+  # Of the masked positions, this fraction becomes [MASK]; the rest keep their
+  # original token (the released code's behaviour; ELECTRA never uses BERT's
+  # random-token replacement).
+  config.objective.mask_token_prob = 0.85
+  config.objective.gen_weight = 1.0  # Loss = gen_weight * MLM + disc_weight * BCE.
+  config.objective.disc_weight = 50.0  # Paper: lambda = 50.
+  config.objective.temperature = 1.0  # Generator sampling temperature.
+
+  # --- Model -----------------------------------------------------------------
+  config.model = ml_collections.ConfigDict()
+  # Must equal the tokenizer's vocabulary size; 30522 is BERT's uncased
+  # WordPiece vocabulary, which the released ELECTRA models use.
+  config.model.vocab_size = 30522
+  config.model.embedding_size = 128
+  config.model.hidden_size = 256
+  config.model.num_layers = 12
+  # Attention heads are hidden_size / 64 and the FFN is 4 x hidden_size, as in
+  # every ELECTRA size; both are derived in config_lib.
+  config.model.max_position_embeddings = 512
+  config.model.type_vocab_size = 2
+  config.model.dropout_rate = 0.1
+  config.model.attention_dropout_rate = 0.1
+  config.model.layer_norm_eps = 1e-12
+  config.model.initializer_range = 0.02
+  # Generator width as a fraction of the discriminator's (hidden size, heads
+  # and FFN all scale). Paper, Section 3.2 and Table 6: 1/4 for Small and
+  # Large, 1/3 for Base. The released ELECTRA-Small checkpoint used 1.0.
+  config.model.generator_hidden_fraction = 0.25
+  # The generator and discriminator share the embedding module (word,
+  # position, token-type embeddings and its LayerNorm), as the released code
+  # does. Set True to give each network its own.
+  config.model.untie_embeddings = False
+  # Activation dtype; parameters and optimizer state stay float32.
+  config.model.dtype = 'float32'
+  # nn.scan over layers keeps compile time flat in depth; False unrolls.
+  config.model.scan_layers = True
+  # Rematerialisation of each encoder layer: 'none', 'full' or
+  # 'dots_saveable' (keep matmul outputs, recompute the rest).
+  config.model.remat_policy = 'none'
+  # 'explicit': einsum attention with float32 softmax and attention dropout.
+  # 'xla' / 'cudnn': jax.nn.dot_product_attention (no attention dropout, so
+  # these require attention_dropout_rate = 0).
+  config.model.attention_impl = 'explicit'
+
+  # --- Input -----------------------------------------------------------------
+  config.data = ml_collections.ConfigDict()
+  # Glob of local text files. WikiExtractor output (<doc ...> ... </doc>) gives
+  # one document per <doc>; in other files a blank line separates documents.
+  config.data.corpus = ''
+  # A sentencepiece model is trained on this many sentences of the corpus
+  # (vocab size = model.vocab_size) and cached in the workdir.
+  config.data.tokenizer_sample_sentences = 1_000_000
+  config.data.tokenizer_model_type = 'unigram'  # or 'bpe'
+  config.data.shuffle_buffer = 10_000
+
+  # --- Device mesh -----------------------------------------------------------
+  # Axis sizes; one may be -1 to take the remaining devices. The batch is
+  # sharded over data x fsdp; parameters over fsdp (and tensor).
+  config.mesh = ml_collections.ConfigDict()
+  config.mesh.data = -1
+  config.mesh.fsdp = 1
+  config.mesh.tensor = 1
+  # Logical axis (named in electra_jax/model.py) -> mesh axes. Parameters are
+  # sharded over fsdp on their hidden dimension and over tensor on heads, FFN
+  # and vocabulary; the batch over data x fsdp. A dimension that a mesh axis
+  # does not divide is replicated instead.
+  config.mesh.logical_axis_rules = (
+      ('batch', ('data', 'fsdp')),
+      ('activation_batch', ('data', 'fsdp')),
+      ('activation_length', None),
+      ('activation_embed', None),
+      ('vocab', 'tensor'),
+      ('vocab_embed', 'fsdp'),
+      ('embed', 'fsdp'),
+      ('heads', 'tensor'),
+      ('head_dim', None),
+      ('mlp', 'tensor'),
+      ('layers', None),
+  )
+
+  # --- Logging and checkpoints -----------------------------------------------
+  config.log_every_steps = 100
+  config.checkpoint_every_steps = 5_000
+  config.max_checkpoints_to_keep = 3
+  return config

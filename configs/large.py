@@ -1,0 +1,19 @@
+"""ELECTRA-Large (paper, Table 6): 335M-parameter discriminator."""
+
+import ml_collections
+
+from configs import common
+
+
+def get_config() -> ml_collections.ConfigDict:
+  config = common.get_config()
+  config.model.num_layers = 24
+  config.model.hidden_size = 1024
+  config.model.embedding_size = 1024
+  config.model.generator_hidden_fraction = 0.25  # Paper, Table 6.
+  config.max_seq_length = 512
+  config.batch_size = 2048
+  config.learning_rate = 2e-4
+  config.num_train_steps = 400_000  # The 400k-step ELECTRA-Large.
+  config.objective.mask_prob = 0.25  # Paper: Large masks 25%.
+  return config

@@ -1,0 +1,29 @@
+"""A tiny ELECTRA for tests and smoke runs: trains in seconds on one CPU.
+
+Not a paper size. The vocabulary is small so that the sentencepiece model
+trains quickly on a slice of text.
+"""
+
+import ml_collections
+
+from configs import common
+
+
+def get_config() -> ml_collections.ConfigDict:
+  config = common.get_config()
+  config.model.vocab_size = 2000
+  config.model.num_layers = 2
+  config.model.hidden_size = 128
+  config.model.embedding_size = 64
+  config.model.max_position_embeddings = 128
+  config.model.generator_hidden_fraction = 0.5
+  config.max_seq_length = 64
+  config.batch_size = 32
+  config.learning_rate = 2e-3
+  config.warmup_steps = 20
+  config.num_train_steps = 300
+  config.data.tokenizer_sample_sentences = 50_000
+  config.data.shuffle_buffer = 1_000
+  config.log_every_steps = 20
+  config.checkpoint_every_steps = 1_000
+  return config

@@ -1,0 +1,160 @@
+"""Config validation and the values derived from a config.
+
+Every hyperparameter lives in `configs/`; this module only checks them and
+computes what follows from them (generator sizes, heads, prediction slots),
+so each derived value is computed in exactly one place.
+"""
+
+import dataclasses
+import glob
+
+import ml_collections
+
+_DTYPES = ('float32', 'bfloat16')
+_REMAT_POLICIES = ('none', 'full', 'dots_saveable')
+_ATTENTION_IMPLS = ('explicit', 'xla', 'cudnn')
+_HEAD_DIM = 64  # Every ELECTRA size uses 64-dimensional attention heads.
+
+
+class ConfigError(ValueError):
+  """A config value is invalid; the message names the key and the fix."""
+
+
+@dataclasses.dataclass(frozen=True)
+class EncoderConfig:
+  """Sizes of one transformer encoder (generator or discriminator)."""
+  vocab_size: int
+  embedding_size: int
+  hidden_size: int
+  num_layers: int
+  num_heads: int
+  intermediate_size: int
+  max_position_embeddings: int
+  type_vocab_size: int
+  dropout_rate: float
+  attention_dropout_rate: float
+  layer_norm_eps: float
+  initializer_range: float
+  dtype: str
+  scan_layers: bool
+  remat_policy: str
+  attention_impl: str
+
+
+def _encoder(model: ml_collections.ConfigDict, hidden_size: int) -> EncoderConfig:
+  return EncoderConfig(
+      vocab_size=model.vocab_size,
+      embedding_size=model.embedding_size,
+      hidden_size=hidden_size,
+      num_layers=model.num_layers,
+      num_heads=max(1, hidden_size // _HEAD_DIM),
+      intermediate_size=4 * hidden_size,
+      max_position_embeddings=model.max_position_embeddings,
+      type_vocab_size=model.type_vocab_size,
+      dropout_rate=model.dropout_rate,
+      attention_dropout_rate=model.attention_dropout_rate,
+      layer_norm_eps=model.layer_norm_eps,
+      initializer_range=model.initializer_range,
+      dtype=model.dtype,
+      scan_layers=model.scan_layers,
+      remat_policy=model.remat_policy,
+      attention_impl=model.attention_impl,
+  )
+
+
+def discriminator_config(config: ml_collections.ConfigDict) -> EncoderConfig:
+  return _encoder(config.model, config.model.hidden_size)
+
+
+def generator_config(config: ml_collections.ConfigDict) -> EncoderConfig:
+  # As the released code: hidden size, heads and FFN scale by the fraction.
+  hidden = int(round(config.model.hidden_size * config.model.generator_hidden_fraction))
+  return _encoder(config.model, hidden)
+
+
+def max_predictions_per_seq(config: ml_collections.ConfigDict) -> int:
+  """Masked-position slots per sequence, as the released code computes them."""
+  return max(1, int((config.objective.mask_prob + 0.005) * config.max_seq_length))
+
+
+def _require(ok: bool, key: str, message: str) -> None:
+  if not ok:
+    raise ConfigError(f'config.{key}: {message}')
+
+
+def validate(config: ml_collections.ConfigDict, *, check_data: bool = True) -> None:
+  """Raises ConfigError naming the first bad key, before any work starts."""
+  m, o = config.model, config.objective
+  for key in ('batch_size', 'max_seq_length', 'num_train_steps', 'log_every_steps',
+              'checkpoint_every_steps', 'max_checkpoints_to_keep'):
+    _require(isinstance(config[key], int) and config[key] > 0, key,
+             f'must be a positive integer, got {config[key]!r}')
+  _require(config.learning_rate > 0, 'learning_rate',
+           f'must be > 0, got {config.learning_rate}')
+  _require(0 <= config.warmup_steps, 'warmup_steps', 'must be >= 0')
+  _require(0 <= config.weight_decay, 'weight_decay', 'must be >= 0')
+  for key in ('adam_b1', 'adam_b2'):
+    _require(0 <= config[key] < 1, key, f'must be in [0, 1), got {config[key]}')
+  _require(config.adam_eps > 0, 'adam_eps', 'must be > 0')
+  _require(config.max_grad_norm > 0, 'max_grad_norm', 'must be > 0')
+
+  _require(0 < o.mask_prob <= 1, 'objective.mask_prob',
+           f'must be in (0, 1], got {o.mask_prob}')
+  _require(0 <= o.mask_token_prob <= 1, 'objective.mask_token_prob',
+           f'must be in [0, 1], got {o.mask_token_prob}')
+  _require(o.temperature > 0, 'objective.temperature',
+           f'must be > 0, got {o.temperature}')
+  _require(o.gen_weight >= 0 and o.disc_weight >= 0, 'objective.gen_weight',
+           'loss weights must be >= 0')
+
+  for key in ('vocab_size', 'embedding_size', 'hidden_size', 'num_layers',
+              'max_position_embeddings', 'type_vocab_size'):
+    _require(isinstance(m[key], int) and m[key] > 0, f'model.{key}',
+             f'must be a positive integer, got {m[key]!r}')
+  _require(m.vocab_size >= 5, 'model.vocab_size',
+           'must hold at least the 5 special tokens [PAD] [UNK] [CLS] [SEP] [MASK]')
+  _require(m.hidden_size % _HEAD_DIM == 0 or m.hidden_size < _HEAD_DIM,
+           'model.hidden_size',
+           f'must be a multiple of {_HEAD_DIM} (heads are {_HEAD_DIM}-dimensional), '
+           f'got {m.hidden_size}')
+  _require(0 < m.generator_hidden_fraction <= 1, 'model.generator_hidden_fraction',
+           f'must be in (0, 1], got {m.generator_hidden_fraction}')
+  gen_hidden = generator_config(config).hidden_size
+  _require(gen_hidden % _HEAD_DIM == 0 or gen_hidden < _HEAD_DIM,
+           'model.generator_hidden_fraction',
+           f'gives a generator hidden size of {gen_hidden}, which is not a multiple '
+           f'of {_HEAD_DIM}')
+  for key in ('dropout_rate', 'attention_dropout_rate'):
+    _require(0 <= m[key] < 1, f'model.{key}', f'must be in [0, 1), got {m[key]}')
+  _require(m.dtype in _DTYPES, 'model.dtype', f'must be one of {_DTYPES}, got {m.dtype!r}')
+  _require(m.remat_policy in _REMAT_POLICIES, 'model.remat_policy',
+           f'must be one of {_REMAT_POLICIES}, got {m.remat_policy!r}')
+  _require(m.attention_impl in _ATTENTION_IMPLS, 'model.attention_impl',
+           f'must be one of {_ATTENTION_IMPLS}, got {m.attention_impl!r}')
+  _require(m.attention_impl == 'explicit' or m.attention_dropout_rate == 0,
+           'model.attention_dropout_rate',
+           f'jax.nn.dot_product_attention (attention_impl={m.attention_impl!r}) has '
+           'no attention dropout; set it to 0 or use attention_impl=explicit')
+  _require(config.max_seq_length <= m.max_position_embeddings, 'max_seq_length',
+           f'{config.max_seq_length} exceeds model.max_position_embeddings='
+           f'{m.max_position_embeddings}')
+  _require(config.max_seq_length >= 3, 'max_seq_length', 'must be >= 3 ([CLS] x [SEP])')
+
+  for axis in ('data', 'fsdp', 'tensor'):
+    size = config.mesh[axis]
+    _require(isinstance(size, int) and (size > 0 or size == -1), f'mesh.{axis}',
+             f'must be a positive integer or -1, got {size!r}')
+  _require([config.mesh[a] for a in ('data', 'fsdp', 'tensor')].count(-1) <= 1,
+           'mesh', 'at most one axis may be -1')
+
+  if check_data:
+    _require(bool(config.data.corpus), 'data.corpus',
+             "is empty; pass --config.data.corpus='path/to/text/*'")
+    _require(bool(glob.glob(config.data.corpus)), 'data.corpus',
+             f'no files match {config.data.corpus!r}')
+  _require(config.data.tokenizer_model_type in ('unigram', 'bpe'),
+           'data.tokenizer_model_type',
+           f"must be 'unigram' or 'bpe', got {config.data.tokenizer_model_type!r}")
+  _require(config.data.tokenizer_sample_sentences > 0,
+           'data.tokenizer_sample_sentences', 'must be > 0')
+  _require(config.data.shuffle_buffer > 0, 'data.shuffle_buffer', 'must be > 0')

@@ -1,0 +1,1 @@
+"""Text input: corpus reading, tokenization, example packing and batching."""

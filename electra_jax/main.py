@@ -1,0 +1,58 @@
+"""Pretrains ELECTRA.
+
+  python -m electra_jax.main --config=configs/small.py --workdir=DIR \
+      --config.data.corpus='text/*.txt' [--config.key=value ...]
+"""
+
+import os
+import sys
+
+from absl import app, flags, logging
+import jax
+from ml_collections import config_flags
+
+from electra_jax import config_lib, train
+
+_CONFIG = config_flags.DEFINE_config_file('config', None, 'Path to a config file in configs/.',
+                                          lock_config=True)
+_WORKDIR = flags.DEFINE_string('workdir', None, 'Directory for checkpoints, TensorBoard '
+                               'event files and the tokenizer.')
+flags.mark_flags_as_required(['config', 'workdir'])
+
+
+def _maybe_initialize_distributed() -> None:
+  """Joins a multi-process run before anything touches a device.
+
+  Cloud TPU pod slices and SLURM jobs are detected by jax itself; elsewhere set
+  JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES and JAX_PROCESS_ID.
+  """
+  multi_host_tpu = ',' in os.environ.get('TPU_WORKER_HOSTNAMES', '')
+  slurm = int(os.environ.get('SLURM_NTASKS', '1')) > 1
+  if multi_host_tpu or slurm or 'JAX_COORDINATOR_ADDRESS' in os.environ:
+    jax.distributed.initialize()
+
+
+def _parse_flags(argv: list[str]) -> list[str]:
+  """absl flag parsing, with a one-line error for an unknown --config.* key."""
+  try:
+    return flags.FLAGS(argv)
+  except (AttributeError, KeyError) as e:
+    key = str(e).strip('"\'')
+    bad = [a.split('=')[0] for a in argv if a.startswith('--config.') and key in a.split('=')[0]]
+    sys.exit(f'error: {bad[0] if bad else key}: no such config key ({key!r}); '
+             'see the config file for the available keys')
+
+
+def main(argv: list[str]) -> None:
+  if len(argv) > 1:
+    raise app.UsageError(f'Unexpected arguments: {argv[1:]}')
+  _maybe_initialize_distributed()
+  try:
+    train.train_and_evaluate(_CONFIG.value, _WORKDIR.value)
+  except (config_lib.ConfigError, FileNotFoundError) as e:
+    logging.error('%s', e)
+    sys.exit(f'error: {e}')
+
+
+if __name__ == '__main__':
+  app.run(main, flags_parser=_parse_flags)

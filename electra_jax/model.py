@@ -1,0 +1,268 @@
+"""ELECTRA networks as pure-functional flax.linen modules.
+
+A BERT-style post-LayerNorm transformer encoder serves both networks. The
+generator is the same encoder at a smaller width, with a masked-LM head tied to
+the word embeddings; the discriminator adds a per-token binary head. By default
+both read one shared embedding module, as in the released code.
+
+Every parameter carries logical axis names, mapped to mesh axes by the rules in
+`config.mesh.logical_axis_rules`:
+  vocab        vocabulary rows of the embedding table and MLM bias
+  vocab_embed  width of the embedding table (embedding_size)
+  embed        the encoder's hidden dimension
+  heads / head_dim / mlp   attention heads, per-head width, FFN width
+  layers       the stacked-layer axis created by nn.scan
+"""
+
+from collections.abc import Sequence
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from electra_jax.config_lib import EncoderConfig
+
+Array = jax.Array
+
+_REMAT_POLICIES = {
+    'full': None,  # Save nothing: recompute the whole layer.
+    'dots_saveable': jax.checkpoint_policies.dots_saveable,
+}
+
+
+def activation_dtype(cfg: EncoderConfig) -> jnp.dtype:
+  return jnp.bfloat16 if cfg.dtype == 'bfloat16' else jnp.float32
+
+
+def _kernel_init(cfg: EncoderConfig, axes: Sequence[str | None]):
+  # BERT/ELECTRA initialise every weight from N(0, 0.02) truncated at 2 sigma.
+  return nn.with_logical_partitioning(
+      nn.initializers.truncated_normal(cfg.initializer_range), tuple(axes))
+
+
+def _zeros(axes: Sequence[str | None]):
+  return nn.with_logical_partitioning(nn.initializers.zeros_init(), tuple(axes))
+
+
+def _ones(axes: Sequence[str | None]):
+  return nn.with_logical_partitioning(nn.initializers.ones_init(), tuple(axes))
+
+
+def _gelu(x: Array) -> Array:
+  return nn.gelu(x, approximate=False)  # Exact erf GELU, as BERT and ELECTRA.
+
+
+def _layer_norm(cfg: EncoderConfig, axis_name: str, name: str) -> nn.LayerNorm:
+  # Flax computes LayerNorm statistics in float32 even for bf16 inputs.
+  return nn.LayerNorm(epsilon=cfg.layer_norm_eps, dtype=activation_dtype(cfg),
+                      scale_init=_ones((axis_name,)), bias_init=_zeros((axis_name,)),
+                      name=name)
+
+
+def _dense(cfg: EncoderConfig, features: int, axes: tuple[str | None, str | None],
+           name: str) -> nn.Dense:
+  return nn.Dense(features, dtype=activation_dtype(cfg), kernel_init=_kernel_init(cfg, axes),
+                  bias_init=_zeros(axes[1:]), name=name)
+
+
+class Embeddings(nn.Module):
+  """Word + position + token-type embeddings, then LayerNorm and dropout."""
+  cfg: EncoderConfig
+
+  def setup(self):
+    cfg = self.cfg
+    dtype = activation_dtype(cfg)
+    self.word_embeddings = nn.Embed(
+        cfg.vocab_size, cfg.embedding_size, dtype=dtype,
+        embedding_init=_kernel_init(cfg, ('vocab', 'vocab_embed')))
+    self.position_embeddings = nn.Embed(
+        cfg.max_position_embeddings, cfg.embedding_size, dtype=dtype,
+        embedding_init=_kernel_init(cfg, (None, 'vocab_embed')))
+    self.token_type_embeddings = nn.Embed(
+        cfg.type_vocab_size, cfg.embedding_size, dtype=dtype,
+        embedding_init=_kernel_init(cfg, (None, 'vocab_embed')))
+    self.layer_norm = _layer_norm(cfg, 'vocab_embed', 'layer_norm')
+    self.dropout = nn.Dropout(cfg.dropout_rate)
+
+  def __call__(self, input_ids: Array, token_type_ids: Array, deterministic: bool) -> Array:
+    positions = jnp.arange(input_ids.shape[1])[None, :]
+    x = (self.word_embeddings(input_ids) + self.position_embeddings(positions)
+         + self.token_type_embeddings(token_type_ids))
+    return self.dropout(self.layer_norm(x), deterministic=deterministic)
+
+  def attend(self, x: Array) -> Array:
+    """Logits against the word-embedding table (the tied MLM output layer)."""
+    table = self.word_embeddings.embedding
+    dtype = activation_dtype(self.cfg)
+    return jnp.einsum('...e,ve->...v', x.astype(dtype), table.astype(dtype),
+                      preferred_element_type=jnp.float32)
+
+
+class _Projection(nn.Module):
+  """A dense layer over several input and output axes, as one einsum.
+
+  Written out instead of nn.DenseGeneral so the kernel is created in its final
+  multi-axis shape, which its logical axis names describe.
+  """
+  cfg: EncoderConfig
+  equation: str
+  kernel_shape: tuple[int, ...]
+  kernel_axes: tuple[str | None, ...]
+  bias_axes: tuple[str | None, ...]
+
+  @nn.compact
+  def __call__(self, x: Array) -> Array:
+    dtype = activation_dtype(self.cfg)
+    kernel = self.param('kernel', _kernel_init(self.cfg, self.kernel_axes), self.kernel_shape)
+    bias_shape = self.kernel_shape[-len(self.bias_axes):]
+    bias = self.param('bias', _zeros(self.bias_axes), bias_shape)
+    return jnp.einsum(self.equation, x.astype(dtype), kernel.astype(dtype)) + bias.astype(dtype)
+
+
+class SelfAttention(nn.Module):
+  """Multi-head self-attention with a fused QKV projection."""
+  cfg: EncoderConfig
+
+  @nn.compact
+  def __call__(self, x: Array, attention_mask: Array, deterministic: bool) -> Array:
+    cfg = self.cfg
+    dtype = activation_dtype(cfg)
+    heads, head_dim = cfg.num_heads, cfg.hidden_size // cfg.num_heads
+    qkv = _Projection(cfg, 'ble,ecnd->blcnd', (cfg.hidden_size, 3, heads, head_dim),
+                      ('embed', None, 'heads', 'head_dim'), (None, 'heads', 'head_dim'),
+                      name='qkv')(x)
+    query, key, value = qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]  # [B, L, N, D]
+    mask = attention_mask.astype(bool)[:, None, None, :]  # [B, 1, 1, L]: keys only.
+    if cfg.attention_impl == 'explicit':
+      logits = jnp.einsum('bqnd,bknd->bnqk', query, key,
+                          preferred_element_type=jnp.float32) / jnp.sqrt(head_dim)
+      logits = jnp.where(mask, logits, jnp.finfo(jnp.float32).min)
+      probs = jax.nn.softmax(logits, axis=-1)  # float32 statistics.
+      probs = nn.Dropout(cfg.attention_dropout_rate)(probs, deterministic=deterministic)
+      out = jnp.einsum('bnqk,bknd->bqnd', probs.astype(dtype), value)
+    else:
+      out = jax.nn.dot_product_attention(query, key, value, mask=mask,
+                                         implementation=cfg.attention_impl)
+    return _Projection(cfg, 'blnd,nde->ble', (heads, head_dim, cfg.hidden_size),
+                       ('heads', 'head_dim', 'embed'), ('embed',), name='output')(out)
+
+
+class EncoderLayer(nn.Module):
+  """One post-LN transformer layer. Returns (x, None) so nn.scan can stack it."""
+  cfg: EncoderConfig
+
+  @nn.compact
+  def __call__(self, x: Array, attention_mask: Array, deterministic: bool):
+    cfg = self.cfg
+    dropout = nn.Dropout(cfg.dropout_rate)
+    attended = SelfAttention(cfg, name='attention')(x, attention_mask, deterministic)
+    x = _layer_norm(cfg, 'embed', 'attention_layer_norm')(
+        x + dropout(attended, deterministic=deterministic))
+    h = _gelu(_dense(cfg, cfg.intermediate_size, ('embed', 'mlp'), 'intermediate')(x))
+    h = _dense(cfg, cfg.hidden_size, ('mlp', 'embed'), 'output')(h)
+    x = _layer_norm(cfg, 'embed', 'output_layer_norm')(
+        x + dropout(h, deterministic=deterministic))
+    x = nn.with_logical_constraint(x, ('activation_batch', 'activation_length', 'activation_embed'))
+    return x, None
+
+
+class Encoder(nn.Module):
+  """Projects embeddings to the hidden size (if they differ), then the layers."""
+  cfg: EncoderConfig
+
+  @nn.compact
+  def __call__(self, embedded: Array, attention_mask: Array, deterministic: bool) -> Array:
+    cfg = self.cfg
+    x = embedded
+    if cfg.embedding_size != cfg.hidden_size:
+      x = _dense(cfg, cfg.hidden_size, ('vocab_embed', 'embed'), 'embeddings_project')(x)
+
+    layer = EncoderLayer
+    if cfg.remat_policy != 'none':
+      # static_argnums counts `self`: argument 3 is `deterministic`.
+      layer = nn.remat(layer, policy=_REMAT_POLICIES[cfg.remat_policy],
+                       prevent_cse=not cfg.scan_layers, static_argnums=(3,))
+    if cfg.scan_layers:
+      stack = nn.scan(layer, variable_axes={'params': 0},
+                      split_rngs={'params': True, 'dropout': True},
+                      in_axes=(nn.broadcast, nn.broadcast), length=cfg.num_layers,
+                      metadata_params={nn.PARTITION_NAME: 'layers'})
+      x, _ = stack(cfg, name='layers')(x, attention_mask, deterministic)
+    else:
+      for i in range(cfg.num_layers):
+        x, _ = layer(cfg, name=f'layer_{i}')(x, attention_mask, deterministic)
+    return x
+
+
+class GeneratorHead(nn.Module):
+  """Masked-LM head: dense to embedding size, GELU, LayerNorm, tied output."""
+  cfg: EncoderConfig
+
+  @nn.compact
+  def __call__(self, hidden: Array, embeddings: Embeddings) -> Array:
+    cfg = self.cfg
+    x = _gelu(_dense(cfg, cfg.embedding_size, ('embed', 'vocab_embed'), 'dense')(hidden))
+    x = _layer_norm(cfg, 'vocab_embed', 'layer_norm')(x)
+    bias = self.param('output_bias', _zeros(('vocab',)), (cfg.vocab_size,))
+    return embeddings.attend(x) + bias
+
+
+class DiscriminatorHead(nn.Module):
+  """Per-token replaced/original logit: dense, GELU, dense to 1."""
+  cfg: EncoderConfig
+
+  @nn.compact
+  def __call__(self, hidden: Array) -> Array:
+    cfg = self.cfg
+    x = _gelu(_dense(self.cfg, cfg.hidden_size, ('embed', 'mlp'), 'dense')(hidden))
+    logits = _dense(cfg, 1, ('mlp', None), 'prediction')(x)
+    return logits[..., 0].astype(jnp.float32)
+
+
+class ElectraPretrainingModel(nn.Module):
+  """The generator and discriminator pair, with shared or separate embeddings."""
+  generator_cfg: EncoderConfig
+  discriminator_cfg: EncoderConfig
+  untie_embeddings: bool = False
+
+  def setup(self):
+    if self.untie_embeddings:
+      self.generator_embeddings = Embeddings(self.generator_cfg)
+      self.discriminator_embeddings = Embeddings(self.discriminator_cfg)
+    else:
+      self.embeddings = Embeddings(self.discriminator_cfg)
+    self.generator = Encoder(self.generator_cfg)
+    self.generator_head = GeneratorHead(self.generator_cfg)
+    self.discriminator = Encoder(self.discriminator_cfg)
+    self.discriminator_head = DiscriminatorHead(self.discriminator_cfg)
+
+  def _embeddings(self, network: str) -> Embeddings:
+    if self.untie_embeddings:
+      return getattr(self, f'{network}_embeddings')
+    return self.embeddings
+
+  def generator_logits(self, input_ids: Array, token_type_ids: Array, attention_mask: Array,
+                       masked_positions: Array, deterministic: bool = True) -> Array:
+    """float32 MLM logits [B, P, V], computed only at `masked_positions` [B, P]."""
+    embeddings = self._embeddings('generator')
+    hidden = self.generator(embeddings(input_ids, token_type_ids, deterministic),
+                            attention_mask, deterministic)
+    hidden = jnp.take_along_axis(hidden, masked_positions[..., None], axis=1)
+    return self.generator_head(hidden, embeddings)
+
+  def discriminator_logits(self, input_ids: Array, token_type_ids: Array,
+                           attention_mask: Array, deterministic: bool = True) -> Array:
+    """float32 replaced-token logits [B, L], one per token."""
+    embeddings = self._embeddings('discriminator')
+    hidden = self.discriminator(embeddings(input_ids, token_type_ids, deterministic),
+                                attention_mask, deterministic)
+    return self.discriminator_head(hidden)
+
+  def __call__(self, input_ids: Array, token_type_ids: Array, attention_mask: Array,
+               masked_positions: Array, deterministic: bool = True) -> tuple[Array, Array]:
+    """Both networks on the same input; used to create every parameter."""
+    return (self.generator_logits(input_ids, token_type_ids, attention_mask,
+                                  masked_positions, deterministic),
+            self.discriminator_logits(input_ids, token_type_ids, attention_mask,
+                                      deterministic))
+

@@ -1,0 +1,50 @@
+"""Shared fixtures: the real data directory and small configs."""
+
+import os
+import pathlib
+
+import numpy as np
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+
+
+def data_dir() -> pathlib.Path:
+  """$ELECTRA_JAX_DATA or ../shared/data. Missing data fails under CI=true, else skips."""
+  path = pathlib.Path(os.environ.get('ELECTRA_JAX_DATA', REPO.parent / 'shared' / 'data'))
+  if not (path / 'wikipedia').is_dir():
+    message = f'real data not found at {path}; set ELECTRA_JAX_DATA'
+    if os.environ.get('CI') == 'true':
+      pytest.fail(message)
+    pytest.skip(message)
+  return path
+
+
+@pytest.fixture
+def wiki_glob() -> str:
+  """Two WikiExtractor files (about 2 MB of text): enough for tiny runs."""
+  return str(data_dir() / 'wikipedia' / 'AA' / 'wiki_0[0-1]')
+
+
+@pytest.fixture(scope='session')
+def tiny_tokenizer(tmp_path_factory):
+  """A 2000-piece sentencepiece model trained on one real Wikipedia file."""
+  from electra_jax.data import sources, tokenizers
+  files = [str(data_dir() / 'wikipedia' / 'AA' / 'wiki_00')]
+  lines = (line for doc in sources.iter_documents(files) for line in doc)
+  path = tokenizers.train_sentencepiece(
+      lines, str(tmp_path_factory.mktemp('tokenizer') / 'spm'), vocab_size=2000,
+      model_type='unigram', max_sentences=20_000)
+  return tokenizers.SentencePieceTokenizer(path)
+
+
+@pytest.fixture(scope='session')
+def real_token_rows(tiny_tokenizer):
+  """int32 [64, 64] packed [CLS] ... [SEP] rows of real Wikipedia text."""
+  from electra_jax.data import examples, sources
+  rows = []
+  for doc in sources.read_documents(str(data_dir() / 'wikipedia' / 'AA' / 'wiki_01')):
+    rows.extend(examples.pack_document(tiny_tokenizer.encode(doc), tiny_tokenizer, 64))
+    if len(rows) >= 64:
+      break
+  return np.stack(rows[:64])

@@ -1,0 +1,83 @@
+"""Configs carry the paper's values; bad input fails early with the key's name."""
+
+import subprocess
+import sys
+
+import pytest
+
+from configs import base, large, small, tiny
+from electra_jax import config_lib
+from tests.conftest import REPO
+
+
+def test_paper_hyperparameters():
+  s, b, l = small.get_config(), base.get_config(), large.get_config()
+  for config, layers, hidden, embed, seq, batch, lr, steps in (
+      (s, 12, 256, 128, 128, 128, 5e-4, 1_000_000),
+      (b, 12, 768, 768, 512, 256, 2e-4, 766_000),
+      (l, 24, 1024, 1024, 512, 2048, 2e-4, 400_000)):
+    config_lib.validate(config, check_data=False)
+    assert (config.model.num_layers, config.model.hidden_size, config.model.embedding_size,
+            config.max_seq_length, config.batch_size, config.learning_rate,
+            config.num_train_steps) == (layers, hidden, embed, seq, batch, lr, steps)
+    disc = config_lib.discriminator_config(config)
+    assert disc.num_heads == hidden // 64 and disc.intermediate_size == 4 * hidden
+    assert (config.warmup_steps, config.weight_decay, config.adam_eps) == (10_000, 0.01, 1e-6)
+    assert config.model.dropout_rate == 0.1
+    assert (config.objective.gen_weight, config.objective.disc_weight) == (1.0, 50.0)
+  assert s.objective.mask_prob == b.objective.mask_prob == 0.15
+  assert l.objective.mask_prob == 0.25
+  # Generator size: 1/4 (small, large) and 1/3 (base) of the discriminator.
+  assert config_lib.generator_config(s).hidden_size == 64
+  assert config_lib.generator_config(b).hidden_size == 256
+  assert config_lib.generator_config(l).hidden_size == 256
+  assert config_lib.generator_config(s).num_heads == 1
+  assert config_lib.max_predictions_per_seq(s) == 19  # int((0.15 + 0.005) * 128)
+  config_lib.validate(tiny.get_config(), check_data=False)
+
+
+@pytest.mark.parametrize('key, value, expected', [
+    ('objective.mask_prob', 0.0, 'config.objective.mask_prob'),
+    ('objective.mask_prob', 1.5, 'config.objective.mask_prob'),
+    ('model.dtype', 'float16', 'config.model.dtype'),
+    ('batch_size', 0, 'config.batch_size'),
+    ('max_seq_length', 1024, 'config.max_seq_length'),
+    ('model.hidden_size', 100, 'config.model.hidden_size'),
+])
+def test_bad_values_name_the_key(key, value, expected):
+  config = tiny.get_config()
+  node, *_ = key.split('.')
+  target = config
+  *path, last = key.split('.')
+  for part in path:
+    target = target[part]
+  target[last] = value
+  with pytest.raises(config_lib.ConfigError, match=expected.replace('.', r'\.')):
+    config_lib.validate(config, check_data=False)
+
+
+def _main(*args):
+  return subprocess.run([sys.executable, '-m', 'electra_jax.main', '--config=configs/tiny.py',
+                         *args], cwd=REPO, capture_output=True, text=True, timeout=300)
+
+
+def test_cli_unknown_key(tmp_path):
+  result = _main(f'--workdir={tmp_path}', '--config.model.no_such_key=3')
+  assert result.returncode != 0
+  assert '--config.model.no_such_key: no such config key' in result.stderr
+  assert 'Traceback' not in result.stderr
+
+
+def test_cli_bad_value(tmp_path, wiki_glob):
+  result = _main(f'--workdir={tmp_path}', f'--config.data.corpus={wiki_glob}',
+                 '--config.objective.mask_prob=0')
+  assert result.returncode != 0
+  assert 'error: config.objective.mask_prob: must be in (0, 1], got 0.0' in result.stderr
+  assert 'Traceback' not in result.stderr
+
+
+def test_cli_missing_corpus(tmp_path):
+  result = _main(f'--workdir={tmp_path}', f'--config.data.corpus={tmp_path}/nothing/*.txt')
+  assert result.returncode != 0
+  assert f"error: config.data.corpus: no files match '{tmp_path}/nothing/*.txt'" in result.stderr
+  assert 'Traceback' not in result.stderr

@@ -1,0 +1,137 @@
+"""Model: numerical parity with HF transformers ELECTRA, and gradient routing."""
+
+import dataclasses
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from configs import tiny
+from electra_jax import config_lib, hf_interop, objective, train
+from electra_jax.model import ElectraPretrainingModel
+
+torch = pytest.importorskip('torch')
+transformers = pytest.importorskip('transformers')
+
+VOCAB, EMBED, HIDDEN, GEN_HIDDEN, LAYERS, MAX_POS = 1000, 64, 128, 64, 3, 40
+
+
+def _encoder_cfg(hidden: int, scan: bool) -> config_lib.EncoderConfig:
+  return config_lib.EncoderConfig(
+      vocab_size=VOCAB, embedding_size=EMBED, hidden_size=hidden, num_layers=LAYERS,
+      num_heads=hidden // 64, intermediate_size=4 * hidden, max_position_embeddings=MAX_POS,
+      type_vocab_size=2, dropout_rate=0.1, attention_dropout_rate=0.1, layer_norm_eps=1e-12,
+      initializer_range=0.02, dtype='float32', scan_layers=scan, remat_policy='none',
+      attention_impl='explicit')
+
+
+def _hf_config(hidden: int):
+  return transformers.ElectraConfig(
+      vocab_size=VOCAB, embedding_size=EMBED, hidden_size=hidden, num_hidden_layers=LAYERS,
+      num_attention_heads=hidden // 64, intermediate_size=4 * hidden,
+      max_position_embeddings=MAX_POS, type_vocab_size=2, hidden_act='gelu',
+      layer_norm_eps=1e-12)
+
+
+@pytest.fixture(scope='module')
+def hf_models():
+  """HF discriminator and generator with random weights and one shared embedding."""
+  torch.manual_seed(0)
+  disc = transformers.ElectraForPreTraining(_hf_config(HIDDEN)).eval()
+  gen = transformers.ElectraForMaskedLM(_hf_config(GEN_HIDDEN)).eval()
+  with torch.no_grad():
+    # Random biases and LayerNorm parameters too, so every mapping is exercised.
+    for model in (disc, gen):
+      for p in model.parameters():
+        p.add_(0.1 * torch.randn_like(p))
+    gen.electra.embeddings.load_state_dict(disc.electra.embeddings.state_dict())
+    gen.generator_lm_head.weight = gen.electra.embeddings.word_embeddings.weight
+  return disc, gen
+
+
+def _state_dict(model):
+  return {k: v.detach().numpy() for k, v in model.state_dict().items()}
+
+
+def _inputs():
+  rng = np.random.default_rng(0)
+  ids = rng.integers(5, VOCAB, (3, 32)).astype(np.int64)
+  attention_mask = np.ones_like(ids)
+  attention_mask[1, 20:] = 0  # Padding on one row.
+  attention_mask[2, 9:] = 0
+  token_type_ids = np.zeros_like(ids)
+  token_type_ids[:, 16:] = 1
+  positions = np.array([[1, 5, 30], [2, 3, 19], [8, 1, 4]], np.int64)
+  return ids, attention_mask, token_type_ids, positions
+
+
+@pytest.mark.parametrize('scan', [True, False])
+def test_logits_match_hf_transformers(hf_models, scan):
+  disc, gen = hf_models
+  params = hf_interop.params_from_hf(
+      _state_dict(disc), _state_dict(gen), discriminator_cfg=_encoder_cfg(HIDDEN, scan),
+      generator_cfg=_encoder_cfg(GEN_HIDDEN, scan))
+  model = ElectraPretrainingModel(_encoder_cfg(GEN_HIDDEN, scan), _encoder_cfg(HIDDEN, scan))
+  ids, attention_mask, token_type_ids, positions = _inputs()
+  variables = {'params': jax.tree.map(jnp.asarray, params)}
+  ours_gen, ours_disc = model.apply(variables, ids.astype(np.int32),
+                                    token_type_ids.astype(np.int32),
+                                    attention_mask.astype(np.int32), positions.astype(np.int32))
+  with torch.no_grad():
+    args = dict(input_ids=torch.tensor(ids), attention_mask=torch.tensor(attention_mask),
+                token_type_ids=torch.tensor(token_type_ids))
+    hf_disc = disc(**args).logits.numpy()
+    hf_gen = np.take_along_axis(gen(**args).logits.numpy(), positions[..., None], axis=1)
+  disc_err = np.abs(np.asarray(ours_disc) - hf_disc).max()
+  gen_err = np.abs(np.asarray(ours_gen) - hf_gen).max()
+  print(f'parity (scan={scan}): max |discriminator logit error| {disc_err:.2e}, '
+        f'max |generator logit error| {gen_err:.2e}')
+  assert disc_err < 1e-4 and gen_err < 1e-4
+  assert np.abs(hf_disc).max() > 0.5 and np.abs(hf_gen).max() > 0.5  # Not trivially small.
+
+
+def _nonzero(tree) -> bool:
+  return any(float(jnp.abs(x).max()) > 0 for x in jax.tree.leaves(tree))
+
+
+def _all_zero(tree) -> bool:
+  return all(float(jnp.abs(x).max()) == 0 for x in jax.tree.leaves(tree))
+
+
+def test_gradient_routing():
+  config = tiny.get_config()
+  model = train.build_model(config)
+  ids = np.random.default_rng(0).integers(5, config.model.vocab_size, (4, 64)).astype(np.int32)
+  ids[:, 0], ids[:, -1] = 2, 3
+  batch = {'input_ids': jnp.asarray(ids), 'attention_mask': jnp.ones_like(ids),
+           'token_type_ids': jnp.zeros_like(ids)}
+  params = nn.meta.unbox(model.init(jax.random.key(0), batch['input_ids'],
+                                    batch['token_type_ids'], batch['attention_mask'],
+                                    jnp.zeros((4, 9), jnp.int32))['params'])
+  obj = train.Objective.from_config(config, objective.SpecialIds(pad=0, cls=2, sep=3, mask=4))
+
+  def loss(index):
+    return lambda p: train.pretraining_losses(p, batch, jax.random.key(1), model=model,
+                                              obj=obj)[index]
+
+  mlm_grads, disc_grads = jax.grad(loss(0))(params), jax.grad(loss(1))(params)
+  for name in ('generator', 'generator_head'):
+    assert _all_zero(disc_grads[name]), f'discriminator loss reached {name}'
+    assert _nonzero(mlm_grads[name])
+  for name in ('discriminator', 'discriminator_head'):
+    assert _all_zero(mlm_grads[name]), f'MLM loss reached {name}'
+    assert _nonzero(disc_grads[name])
+  for table in ('word_embeddings', 'position_embeddings', 'layer_norm'):
+    assert _nonzero(mlm_grads['embeddings'][table]) and _nonzero(disc_grads['embeddings'][table])
+
+
+def test_untied_embeddings_are_separate():
+  config = tiny.get_config()
+  config.model.untie_embeddings = True
+  model = train.build_model(config)
+  ids = jnp.full((1, 8), 7, jnp.int32)
+  params = model.init(jax.random.key(0), ids, ids * 0, ids * 0 + 1, jnp.zeros((1, 2), jnp.int32))
+  assert {'generator_embeddings', 'discriminator_embeddings'} <= set(params['params'])
+  assert 'embeddings' not in params['params']

@@ -1,0 +1,146 @@
+"""Masking, sampling, corruption and losses of the replaced-token-detection objective."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from electra_jax import objective
+
+SPECIAL = objective.SpecialIds(pad=0, cls=2, sep=3, mask=4)
+
+
+def _batch(lengths, max_len=64, vocab=500, seed=0):
+  """[CLS] tokens [SEP] rows of the given lengths, padded."""
+  rng = np.random.default_rng(seed)
+  ids = np.zeros((len(lengths), max_len), np.int32)
+  for row, n in enumerate(lengths):
+    ids[row, 0] = SPECIAL.cls
+    ids[row, 1:n - 1] = rng.integers(5, vocab, n - 2)
+    ids[row, n - 1] = SPECIAL.sep
+  return jnp.asarray(ids), jnp.asarray((ids != 0).astype(np.int32))
+
+
+def _mask(rng, ids, attention_mask, max_predictions=10, mask_prob=0.15, mask_token_prob=0.85):
+  return objective.mask_tokens(rng, ids, attention_mask, SPECIAL, mask_prob=mask_prob,
+                               mask_token_prob=mask_token_prob,
+                               max_predictions=max_predictions)
+
+
+def test_mask_count_specials_and_duplicates():
+  lengths = [64, 40, 7, 3, 20]
+  ids, attention_mask = _batch(lengths)
+  masked = _mask(jax.random.key(0), ids, attention_mask)
+  positions, weights = np.asarray(masked.positions), np.asarray(masked.weights)
+  for row, n in enumerate(lengths):
+    expected = max(1, min(10, round(0.15 * n)))
+    expected = min(expected, n - 2)  # [CLS] x [SEP]: only n - 2 candidates.
+    used = positions[row][weights[row] > 0]
+    assert len(used) == expected, (row, n)
+    assert len(set(used.tolist())) == len(used), 'a position was drawn twice'
+    original = np.asarray(ids)[row, used]
+    assert not np.isin(original, [SPECIAL.pad, SPECIAL.cls, SPECIAL.sep]).any()
+    np.testing.assert_array_equal(np.asarray(masked.labels)[row, weights[row] > 0], original)
+
+
+def test_mask_round_matches_released_code():
+  # round(0.15 * 30) = round(4.5) = 4 under round-half-to-even, as tf.round.
+  ids, attention_mask = _batch([30])
+  masked = _mask(jax.random.key(3), ids, attention_mask)
+  assert int(masked.weights.sum()) == 4
+
+
+def test_mask_changes_only_masked_positions():
+  ids, attention_mask = _batch([64] * 8)
+  masked = _mask(jax.random.key(1), ids, attention_mask)
+  changed = np.asarray(masked.input_ids) != np.asarray(ids)
+  chosen = np.zeros_like(changed)
+  for row in range(ids.shape[0]):
+    chosen[row, np.asarray(masked.positions)[row][np.asarray(masked.weights)[row] > 0]] = True
+  assert not (changed & ~chosen).any()
+  assert (np.asarray(masked.input_ids)[changed] == SPECIAL.mask).all()
+
+
+def test_mask_token_fraction():
+  ids, attention_mask = _batch([64] * 512, seed=2)
+  masked = _mask(jax.random.key(2), ids, attention_mask)
+  used = np.asarray(masked.weights) > 0
+  got = np.take_along_axis(np.asarray(masked.input_ids), np.asarray(masked.positions), 1)[used]
+  fraction = np.mean(got == SPECIAL.mask)
+  assert 0.82 < fraction < 0.88, fraction
+
+
+def test_mask_is_deterministic_per_key():
+  ids, attention_mask = _batch([64, 50, 30])
+  a = _mask(jax.random.key(7), ids, attention_mask)
+  b = _mask(jax.random.key(7), ids, attention_mask)
+  c = _mask(jax.random.key(8), ids, attention_mask)
+  np.testing.assert_array_equal(a.positions, b.positions)
+  np.testing.assert_array_equal(a.input_ids, b.input_ids)
+  assert not np.array_equal(a.positions, c.positions)
+
+
+def test_mask_positions_are_uniform():
+  ids, attention_mask = _batch([12] * 4000, max_len=12, seed=4)
+  masked = _mask(jax.random.key(4), ids, attention_mask, max_predictions=2, mask_prob=0.2)
+  counts = np.bincount(np.asarray(masked.positions)[np.asarray(masked.weights) > 0],
+                       minlength=12)
+  assert counts[0] == counts[11] == 0
+  inner = counts[1:11] / counts[1:11].sum()
+  np.testing.assert_allclose(inner, 0.1, atol=0.01)
+
+
+def test_sample_tokens_follows_softmax():
+  logits = jnp.array([[2.0, 1.0, 0.0, -1.0]])
+  logits = jnp.broadcast_to(logits, (200_000, 4))
+  samples = np.asarray(objective.sample_tokens(jax.random.key(0), logits, temperature=1.0))
+  freq = np.bincount(samples, minlength=4) / samples.size
+  np.testing.assert_allclose(freq, jax.nn.softmax(logits[0]), atol=0.005)
+  cold = np.asarray(objective.sample_tokens(jax.random.key(0), logits[:1000], temperature=0.01))
+  assert (cold == 0).all()
+
+
+def test_corrupt_counts_equal_samples_as_original():
+  ids, attention_mask = _batch([10])
+  masked = _mask(jax.random.key(0), ids, attention_mask, max_predictions=3, mask_prob=0.3)
+  assert int(masked.weights.sum()) == 3
+  # First slot samples the original token back, the others [MASK] (id 4), which
+  # the input never holds.
+  sampled = masked.labels.at[:, 1:].set(SPECIAL.mask)
+  corrupted, is_replaced = objective.corrupt(ids, masked, sampled)
+  first, others = np.asarray(masked.positions)[0, 0], np.asarray(masked.positions)[0, 1:]
+  assert not bool(is_replaced[0, first])
+  assert np.asarray(is_replaced)[0, others].all()
+  assert int(is_replaced.sum()) == 2
+  np.testing.assert_array_equal(np.asarray(corrupted)[0, others], SPECIAL.mask)
+
+
+def test_mlm_loss_matches_manual_cross_entropy():
+  rng = np.random.default_rng(0)
+  logits = rng.normal(size=(2, 3, 7)).astype(np.float32)
+  labels = np.array([[1, 2, 3], [4, 5, 6]], np.int32)
+  weights = np.array([[1, 1, 0], [1, 0, 0]], np.float32)
+  masked = objective.MaskedBatch(input_ids=jnp.zeros((2, 5), jnp.int32),
+                                 positions=jnp.zeros((2, 3), jnp.int32),
+                                 weights=jnp.asarray(weights), labels=jnp.asarray(labels))
+  loss, metrics = objective.mlm_loss(jnp.asarray(logits), masked)
+  logp = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+  nll = -np.take_along_axis(logp, labels[..., None], -1)[..., 0]
+  np.testing.assert_allclose(loss, (nll * weights).sum() / 3, rtol=1e-6)
+  correct = (logits.argmax(-1) == labels) * weights
+  np.testing.assert_allclose(metrics['mlm_accuracy'], correct.sum() / 3, rtol=1e-6)
+
+
+def test_discriminator_metrics_on_known_example():
+  logits = jnp.array([[3.0, -2.0, 1.0, -1.0, 5.0, 0.5]])
+  is_replaced = jnp.array([[True, True, False, False, False, True]])
+  attention_mask = jnp.array([[1, 1, 1, 1, 0, 1]])  # Position 4 is padding.
+  loss, m = objective.discriminator_loss(logits, is_replaced, attention_mask)
+  # Predicted replaced (logit > 0) at 0, 2, 5; actually replaced at 0, 1, 5.
+  assert m['disc_precision'] == pytest.approx(2 / 3)
+  assert m['disc_recall'] == pytest.approx(2 / 3)
+  assert m['disc_accuracy'] == pytest.approx(3 / 5)
+  assert m['replaced_fraction'] == pytest.approx(3 / 5)
+  x, y = np.array([3.0, -2.0, 1.0, -1.0, 0.5]), np.array([1, 1, 0, 0, 1])
+  bce = np.maximum(x, 0) - x * y + np.log1p(np.exp(-np.abs(x)))
+  assert float(loss) == pytest.approx(bce.mean(), rel=1e-6)
