@@ -152,7 +152,7 @@ def make_train_step(config: ml_collections.ConfigDict, model: ElectraPretraining
       grads, metrics = jax.grad(loss_fn, has_aux=True)(state.params, batch, rng)
     updates, opt_state = tx.update(grads, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
-    metrics['grad_norm'] = optax.global_norm(grads)
+    metrics['grad_norm'] = optax.tree.norm(grads)
     metrics['learning_rate'] = schedule(state.step)
     return TrainState(step=state.step + 1, params=params, opt_state=opt_state), metrics
 

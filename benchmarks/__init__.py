@@ -1,0 +1,1 @@
+"""Baselines written with other libraries, timed beside electra_jax's step."""

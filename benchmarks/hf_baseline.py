@@ -1,0 +1,110 @@
+"""The ELECTRA pretraining step written with HF `transformers` in PyTorch.
+
+The baseline that `python -m electra_jax.benchmark --baseline=hf` times in the
+same process. Made as fair as we can: the same generator and discriminator
+sizes, one embedding module shared by both (as ours), 15% masking with [MASK]
+at 85% of the masked positions, generator logits only at masked positions,
+Gumbel-max sampling without gradient, loss MLM + 50 x BCE, AdamW with the same
+decay mask and clipping, and torch using every core.
+"""
+
+import os
+import statistics
+import time
+
+import numpy as np
+import torch
+import transformers
+
+from electra_jax import config_lib
+
+
+def _hf_config(cfg: config_lib.EncoderConfig) -> transformers.ElectraConfig:
+  return transformers.ElectraConfig(
+      vocab_size=cfg.vocab_size, embedding_size=cfg.embedding_size,
+      hidden_size=cfg.hidden_size, num_hidden_layers=cfg.num_layers,
+      num_attention_heads=cfg.num_heads, intermediate_size=cfg.intermediate_size,
+      max_position_embeddings=cfg.max_position_embeddings,
+      type_vocab_size=cfg.type_vocab_size, hidden_act='gelu',
+      hidden_dropout_prob=cfg.dropout_rate,
+      attention_probs_dropout_prob=cfg.attention_dropout_rate,
+      layer_norm_eps=cfg.layer_norm_eps)
+
+
+class ElectraPair(torch.nn.Module):
+  """HF generator and discriminator sharing one embedding module."""
+
+  def __init__(self, config):
+    super().__init__()
+    self.discriminator = transformers.ElectraForPreTraining(
+        _hf_config(config_lib.discriminator_config(config)))
+    self.generator = transformers.ElectraForMaskedLM(
+        _hf_config(config_lib.generator_config(config)))
+    self.generator.electra.embeddings = self.discriminator.electra.embeddings
+    self.generator.generator_lm_head.weight = (
+        self.discriminator.electra.embeddings.word_embeddings.weight)
+
+  def generator_logits(self, ids, attention_mask, positions):
+    hidden = self.generator.electra(ids, attention_mask=attention_mask).last_hidden_state
+    hidden = torch.gather(hidden, 1, positions[..., None].expand(-1, -1, hidden.shape[-1]))
+    return self.generator.generator_lm_head(self.generator.generator_predictions(hidden))
+
+
+def _mask(ids, attention_mask, max_predictions, mask_id, generator):
+  """Masks round(15% of tokens) per row, never [CLS]/[SEP]; 85% become [MASK]."""
+  candidates = attention_mask.bool().clone()
+  candidates[:, 0] = candidates[:, -1] = False
+  scores = torch.rand(ids.shape, generator=generator).masked_fill(~candidates, -1.0)
+  positions = scores.topk(max_predictions, dim=1).indices
+  labels = torch.gather(ids, 1, positions)
+  use_mask = torch.rand(positions.shape, generator=generator) < 0.85
+  masked = ids.scatter(1, positions, torch.where(use_mask, mask_id, labels))
+  return masked, positions, labels
+
+
+def run(config, batch: dict[str, np.ndarray], *, steps: int, warmup: int, mask_id: int,
+        max_predictions: int) -> list[float]:
+  """Times `steps` train steps after `warmup`; returns seconds per step."""
+  torch.set_num_threads(os.cpu_count() or 1)
+  torch.manual_seed(config.seed)
+  model = ElectraPair(config).train()
+  params = dict(model.named_parameters())  # Deduplicated: shared tensors appear once.
+  no_decay = [p for n, p in params.items() if 'LayerNorm' in n or n.endswith('bias')]
+  decay = [p for n, p in params.items() if not ('LayerNorm' in n or n.endswith('bias'))]
+  optimizer = torch.optim.AdamW(
+      [{'params': decay, 'weight_decay': config.weight_decay},
+       {'params': no_decay, 'weight_decay': 0.0}],
+      lr=config.learning_rate, betas=(config.adam_b1, config.adam_b2), eps=config.adam_eps)
+  ids = torch.from_numpy(batch['input_ids']).long()
+  attention_mask = torch.from_numpy(batch['attention_mask']).long()
+  rng = torch.Generator().manual_seed(config.seed)
+  disc_weight = config.objective.disc_weight
+
+  def step():
+    masked, positions, labels = _mask(ids, attention_mask, max_predictions, mask_id, rng)
+    logits = model.generator_logits(masked, attention_mask, positions)
+    mlm_loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), labels.flatten())
+    with torch.no_grad():
+      gumbel = -torch.log(-torch.log(torch.rand(logits.shape, generator=rng) + 1e-9) + 1e-9)
+      sampled = (logits.float() + gumbel).argmax(-1)
+    corrupted = ids.scatter(1, positions, sampled)
+    disc_logits = model.discriminator(corrupted, attention_mask=attention_mask).logits
+    disc_loss = torch.nn.functional.binary_cross_entropy_with_logits(
+        disc_logits, (corrupted != ids).float())
+    loss = mlm_loss + disc_weight * disc_loss
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(params.values(), config.max_grad_norm)
+    optimizer.step()
+
+  for _ in range(warmup):
+    step()
+  times = []
+  for _ in range(steps):
+    start = time.perf_counter()
+    step()
+    times.append(time.perf_counter() - start)
+  print(f'HF transformers {transformers.__version__} / torch {torch.__version__} '
+        f'({torch.get_num_threads()} threads): median step {statistics.median(times) * 1e3:.1f} ms '
+        f'(min {min(times) * 1e3:.1f}, max {max(times) * 1e3:.1f})')
+  return times

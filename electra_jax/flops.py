@@ -1,0 +1,59 @@
+"""Analytic model FLOPs of one ELECTRA train step, and per-device peaks for MFU.
+
+Counts matmul FLOPs (2 per multiply-add) of the forward pass and multiplies by
+3 for forward + backward. Attention is bidirectional, so QK^T and PV count in
+full. The generator's output layer counts only the masked positions it is
+computed at. Embedding lookups, LayerNorm, softmax and the optimizer are not
+counted, as is usual for MFU.
+"""
+
+import ml_collections
+
+from electra_jax import config_lib
+from electra_jax.config_lib import EncoderConfig
+
+# Dense bf16 peak FLOP/s per device (chip), from the vendors' spec sheets.
+PEAK_FLOPS_PER_DEVICE = {
+    'TPU v4': 275e12,
+    'TPU v5 lite': 197e12,  # v5e
+    'TPU v5e': 197e12,
+    'TPU v5p': 459e12,
+    'TPU v5': 459e12,
+    'TPU v6 lite': 918e12,  # v6e (Trillium)
+    'TPU v6e': 918e12,
+    'NVIDIA H100': 989e12,  # SXM, dense
+    'NVIDIA H200': 989e12,
+}
+
+
+def encoder_forward_flops_per_token(cfg: EncoderConfig, seq_len: int) -> float:
+  """Matmul FLOPs per token of the encoder's forward pass, projection included."""
+  h, i = cfg.hidden_size, cfg.intermediate_size
+  per_layer = (2 * h * 3 * h  # fused QKV
+               + 2 * seq_len * h * 2  # QK^T and PV over all keys
+               + 2 * h * h  # attention output
+               + 2 * 2 * h * i)  # FFN in and out
+  projection = 2 * cfg.embedding_size * h if cfg.embedding_size != h else 0
+  return cfg.num_layers * per_layer + projection
+
+
+def train_step_flops(config: ml_collections.ConfigDict) -> float:
+  """Model FLOPs of one train step over the global batch (forward + backward)."""
+  disc, gen = config_lib.discriminator_config(config), config_lib.generator_config(config)
+  seq_len, batch = config.max_seq_length, config.batch_size
+  per_token = (encoder_forward_flops_per_token(disc, seq_len)
+               + encoder_forward_flops_per_token(gen, seq_len)
+               + 2 * disc.hidden_size * disc.hidden_size + 2 * disc.hidden_size)  # disc head
+  per_prediction = (2 * gen.hidden_size * gen.embedding_size  # MLM dense
+                    + 2 * gen.embedding_size * gen.vocab_size)  # tied output layer
+  forward = (batch * seq_len * per_token
+             + batch * config_lib.max_predictions_per_seq(config) * per_prediction)
+  return 3 * forward
+
+
+def device_peak_flops(device_kind: str) -> float | None:
+  """Listed peak for an accelerator's `device_kind`, or None (e.g. for CPU)."""
+  for name, peak in PEAK_FLOPS_PER_DEVICE.items():
+    if device_kind.startswith(name):
+      return peak
+  return None
