@@ -17,7 +17,7 @@ import jax.numpy as jnp
 from ml_collections import config_flags
 import numpy as np
 
-from electra_jax import config_lib, flops, objective, optim, sharding, train
+from electra_jax import config_lib, flops, objective, sharding, train
 
 _CONFIG = config_flags.DEFINE_config_file('config', None, 'Path to a config file.',
                                           lock_config=True)
@@ -65,16 +65,8 @@ def run(config) -> dict[str, float]:
   print(f'devices: {jax.device_count()} x {device.device_kind} ({device.platform}); '
         f'mesh {dict(mesh.shape)}; batch {config.batch_size} x {config.max_seq_length}; '
         f'dtype {config.model.dtype}')
-  batch_sharding = sharding.batch_sharding(mesh, config.mesh.logical_axis_rules)
   with jax.set_mesh(mesh):
-    model = train.build_model(config)
-    tx = optim.create_optimizer(config)
-    state, shardings = train.create_train_state(config, model, tx, mesh)
-    start = time.perf_counter()
-    step = train.compile_train_step(
-        train.make_train_step(config, model, tx, train.Objective.from_config(config, _SPECIAL)),
-        state, shardings, batch_sharding, config)
-    compile_s = time.perf_counter() - start
+    state, step, batch_sharding, compile_s = train.setup_train_step(config, mesh, _SPECIAL)
     memory = step.memory_analysis()
     print(f'compile: {compile_s:.1f} s')
     if memory is not None:

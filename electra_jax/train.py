@@ -1,6 +1,6 @@
 """ELECTRA pretraining: one jitted, sharded train step and the loop around it.
 
-Sections, in the order they run: config, mesh, input, model and state,
+Sections, in the order they run: config, mesh, input, model, state and
 train step, checkpoint, loop.
 """
 
@@ -171,6 +171,22 @@ def compile_train_step(train_step: Callable, state: TrainState, state_shardings:
   return jitted.lower(state, abstract_batch).compile()
 
 
+def setup_train_step(config: ml_collections.ConfigDict, mesh: jax.sharding.Mesh,
+                     special: objective.SpecialIds) -> tuple[TrainState, Any, NamedSharding, float]:
+  """Model, optimizer, sharded initial state and the compiled step, under `mesh`.
+
+  Returns (state, compiled train step, batch sharding, compile seconds).
+  """
+  model = build_model(config)
+  tx = optim.create_optimizer(config)
+  state, state_shardings = create_train_state(config, model, tx, mesh)
+  batch_sharding = sharding.batch_sharding(mesh, config.mesh.logical_axis_rules)
+  start = time.perf_counter()
+  step = compile_train_step(make_train_step(config, model, tx, Objective.from_config(config, special)),
+                            state, state_shardings, batch_sharding, config)
+  return state, step, batch_sharding, time.perf_counter() - start
+
+
 # --- Loop ----------------------------------------------------------------------
 
 
@@ -204,7 +220,6 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> Train
 
   # --- Mesh
   mesh = sharding.make_mesh(config.mesh)
-  rules = config.mesh.logical_axis_rules
   batch_ways = mesh.shape['data'] * mesh.shape['fsdp']
   if config.batch_size % batch_ways:
     raise config_lib.ConfigError(
@@ -219,14 +234,12 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> Train
                                  sep=tokenizer.sep_id, mask=tokenizer.mask_id)
   batches = pipeline.train_batches(config, tokenizer, process_index=jax.process_index(),
                                    process_count=jax.process_count())
-  batch_sharding = sharding.batch_sharding(mesh, rules)
 
   with jax.set_mesh(mesh):
-    # --- Model and state
-    model = build_model(config)
-    tx = optim.create_optimizer(config)
-    state, state_shardings = create_train_state(config, model, tx, mesh)
+    # --- Model, state and train step
+    state, train_step, batch_sharding, compile_s = setup_train_step(config, mesh, special)
     logging.info('Parameters: %s', parameter_counts(state.params))
+    logging.info('Compiled the train step in %.1f s', compile_s)
 
     # --- Checkpoint
     manager = checkpointing.create_manager(workdir, config)
@@ -236,13 +249,6 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> Train
       logging.warning('Resumed at step %d. The input stream restarts from its beginning; '
                       'exact input resume comes with the prepared-data pipeline.',
                       int(state.step))
-
-    # --- Train step
-    start = time.perf_counter()
-    train_step = compile_train_step(
-        make_train_step(config, model, tx, Objective.from_config(config, special)),
-        state, state_shardings, batch_sharding, config)
-    logging.info('Compiled the train step in %.1f s', time.perf_counter() - start)
 
     # --- Loop
     writer = metric_writer.MetricWriter(workdir)

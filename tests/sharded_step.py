@@ -10,7 +10,7 @@ import jax
 import numpy as np
 
 from configs import tiny
-from electra_jax import objective, optim, sharding, train
+from electra_jax import objective, sharding, train
 
 
 def main(rows_path: str, out_path: str, data: int, fsdp: int, tensor: int) -> None:
@@ -23,13 +23,7 @@ def main(rows_path: str, out_path: str, data: int, fsdp: int, tensor: int) -> No
   rows = np.load(rows_path)[:config.batch_size]
   special = objective.SpecialIds(pad=0, cls=2, sep=3, mask=4)
   with jax.set_mesh(mesh):
-    model = train.build_model(config)
-    tx = optim.create_optimizer(config)
-    state, shardings = train.create_train_state(config, model, tx, mesh)
-    batch_sharding = sharding.batch_sharding(mesh, config.mesh.logical_axis_rules)
-    step = train.compile_train_step(
-        train.make_train_step(config, model, tx, train.Objective.from_config(config, special)),
-        state, shardings, batch_sharding, config)
+    state, step, batch_sharding, _ = train.setup_train_step(config, mesh, special)
     batch = sharding.make_global_batch(
         {'input_ids': rows, 'attention_mask': (rows != 0).astype(np.int32),
          'token_type_ids': np.zeros_like(rows)}, batch_sharding)

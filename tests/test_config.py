@@ -46,7 +46,6 @@ def test_paper_hyperparameters():
 ])
 def test_bad_values_name_the_key(key, value, expected):
   config = tiny.get_config()
-  node, *_ = key.split('.')
   target = config
   *path, last = key.split('.')
   for part in path:

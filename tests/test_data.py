@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from electra_jax.data import examples, pipeline, sources, tokenizers
+from electra_jax.data import examples, pipeline, sources
 
 
 def test_reads_wikiextractor_and_plain_text(tmp_path, wiki_glob):

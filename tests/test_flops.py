@@ -4,20 +4,14 @@ import jax
 import pytest
 
 from configs import small
-from electra_jax import flops, objective, optim, sharding, train
+from electra_jax import flops, objective, sharding, train
 
 
 def _compiled_step_flops(config) -> float:
   mesh = sharding.make_mesh(config.mesh, jax.devices()[:1])
   special = objective.SpecialIds(pad=0, cls=2, sep=3, mask=4)
   with jax.set_mesh(mesh):
-    model = train.build_model(config)
-    tx = optim.create_optimizer(config)
-    state, shardings = train.create_train_state(config, model, tx, mesh)
-    step = train.compile_train_step(
-        train.make_train_step(config, model, tx, train.Objective.from_config(config, special)),
-        state, shardings, sharding.batch_sharding(mesh, config.mesh.logical_axis_rules),
-        config)
+    _, step, _, _ = train.setup_train_step(config, mesh, special)
   analysis = step.cost_analysis()
   return (analysis[0] if isinstance(analysis, list) else analysis)['flops']
 

@@ -1,6 +1,5 @@
 """Model: numerical parity with HF transformers ELECTRA, and gradient routing."""
 
-import dataclasses
 
 import flax.linen as nn
 import jax

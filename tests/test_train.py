@@ -7,7 +7,6 @@ import struct
 import subprocess
 import sys
 
-import numpy as np
 from tensorboardX.proto import event_pb2
 
 from tests.conftest import REPO
