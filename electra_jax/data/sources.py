@@ -14,7 +14,7 @@ Document = list[str]
 
 def list_files(pattern: str) -> list[str]:
   """Files matching `pattern`, sorted; a clear error when there are none."""
-  files = sorted(f for f in glob.glob(pattern))
+  files = sorted(glob.glob(pattern))
   if not files:
     raise FileNotFoundError(f"config.data.corpus: no files match {pattern!r}; pass a glob "
                             "of text files, e.g. --config.data.corpus='data/wiki/*/wiki_*'")
