@@ -69,8 +69,9 @@ def run(config, batch: dict[str, np.ndarray], *, steps: int, warmup: int, mask_i
   torch.manual_seed(config.seed)
   model = ElectraPair(config).train()
   params = dict(model.named_parameters())  # Deduplicated: shared tensors appear once.
-  no_decay = [p for n, p in params.items() if 'LayerNorm' in n or n.endswith('bias')]
-  decay = [p for n, p in params.items() if not ('LayerNorm' in n or n.endswith('bias'))]
+  skips_decay = {n: 'LayerNorm' in n or n.endswith('bias') for n in params}
+  no_decay = [p for n, p in params.items() if skips_decay[n]]
+  decay = [p for n, p in params.items() if not skips_decay[n]]
   optimizer = torch.optim.AdamW(
       [{'params': decay, 'weight_decay': config.weight_decay},
        {'params': no_decay, 'weight_decay': 0.0}],

@@ -17,7 +17,8 @@ import jax.numpy as jnp
 from ml_collections import config_flags
 import numpy as np
 
-from electra_jax import config_lib, flops, objective, sharding, train
+from electra_jax import config_lib, flops, sharding, train
+from electra_jax.data import tokenizers
 
 _CONFIG = config_flags.DEFINE_config_file('config', None, 'Path to a config file.',
                                           lock_config=True)
@@ -28,8 +29,8 @@ _BASELINE = flags.DEFINE_enum('baseline', None, ['hf'], 'Also time this baseline
                               'PyTorch; run from the repository root) and print the ratio.')
 flags.mark_flags_as_required(['config'])
 
-# Ids the synthetic batch and the masking agree on: [PAD] [UNK] [CLS] [SEP] [MASK].
-_SPECIAL = objective.SpecialIds(pad=0, cls=2, sep=3, mask=4)
+# The special-token ids of a tokenizer trained by electra_jax.
+_SPECIAL = tokenizers.TRAINED_SPECIAL_IDS
 
 
 def measure_cpu_matmul_peak(n: int = 2048, repeats: int = 5) -> float:

@@ -182,8 +182,8 @@ def setup_train_step(config: ml_collections.ConfigDict, mesh: jax.sharding.Mesh,
   state, state_shardings = create_train_state(config, model, tx, mesh)
   batch_sharding = sharding.batch_sharding(mesh, config.mesh.logical_axis_rules)
   start = time.perf_counter()
-  step = compile_train_step(make_train_step(config, model, tx, Objective.from_config(config, special)),
-                            state, state_shardings, batch_sharding, config)
+  train_step = make_train_step(config, model, tx, Objective.from_config(config, special))
+  step = compile_train_step(train_step, state, state_shardings, batch_sharding, config)
   return state, step, batch_sharding, time.perf_counter() - start
 
 
@@ -230,14 +230,13 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> Train
 
   # --- Input
   tokenizer = pipeline.get_tokenizer(config, workdir)
-  special = objective.SpecialIds(pad=tokenizer.pad_id, cls=tokenizer.cls_id,
-                                 sep=tokenizer.sep_id, mask=tokenizer.mask_id)
   batches = pipeline.train_batches(config, tokenizer, process_index=jax.process_index(),
                                    process_count=jax.process_count())
 
   with jax.set_mesh(mesh):
     # --- Model, state and train step
-    state, train_step, batch_sharding, compile_s = setup_train_step(config, mesh, special)
+    state, train_step, batch_sharding, compile_s = setup_train_step(config, mesh,
+                                                                    tokenizer.special_ids)
     logging.info('Parameters: %s', parameter_counts(state.params))
     logging.info('Compiled the train step in %.1f s', compile_s)
 

@@ -10,7 +10,8 @@ import jax
 import numpy as np
 
 from configs import tiny
-from electra_jax import objective, sharding, train
+from electra_jax import sharding, train
+from electra_jax.data import tokenizers
 
 
 def main(rows_path: str, out_path: str, data: int, fsdp: int, tensor: int) -> None:
@@ -21,9 +22,9 @@ def main(rows_path: str, out_path: str, data: int, fsdp: int, tensor: int) -> No
   devices = jax.devices()[:data * fsdp * tensor]
   mesh = sharding.make_mesh(config.mesh, devices)
   rows = np.load(rows_path)[:config.batch_size]
-  special = objective.SpecialIds(pad=0, cls=2, sep=3, mask=4)
   with jax.set_mesh(mesh):
-    state, step, batch_sharding, _ = train.setup_train_step(config, mesh, special)
+    state, step, batch_sharding, _ = train.setup_train_step(config, mesh,
+                                                      tokenizers.TRAINED_SPECIAL_IDS)
     batch = sharding.make_global_batch(
         {'input_ids': rows, 'attention_mask': (rows != 0).astype(np.int32),
          'token_type_ids': np.zeros_like(rows)}, batch_sharding)

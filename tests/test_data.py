@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from electra_jax.data import examples, pipeline, sources
+from electra_jax.data import examples, pipeline, sources, tokenizers
 
 
 def test_reads_wikiextractor_and_plain_text(tmp_path, wiki_glob):
@@ -24,6 +24,7 @@ def test_missing_files_name_the_glob(tmp_path):
 def test_tokenizer_special_ids(tiny_tokenizer):
   t = tiny_tokenizer
   assert (t.pad_id, t.unk_id, t.cls_id, t.sep_id, t.mask_id) == (0, 1, 2, 3, 4)
+  assert t.special_ids == tokenizers.TRAINED_SPECIAL_IDS
   assert t.vocab_size == 2000
   ids = t.encode(['A literal [MASK] and [CLS] stay text.'])[0]
   assert not set(ids) & {t.pad_id, t.cls_id, t.sep_id, t.mask_id}

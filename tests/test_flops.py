@@ -4,14 +4,14 @@ import jax
 import pytest
 
 from configs import small
-from electra_jax import flops, objective, sharding, train
+from electra_jax import flops, sharding, train
+from electra_jax.data import tokenizers
 
 
 def _compiled_step_flops(config) -> float:
   mesh = sharding.make_mesh(config.mesh, jax.devices()[:1])
-  special = objective.SpecialIds(pad=0, cls=2, sep=3, mask=4)
   with jax.set_mesh(mesh):
-    _, step, _, _ = train.setup_train_step(config, mesh, special)
+    _, step, _, _ = train.setup_train_step(config, mesh, tokenizers.TRAINED_SPECIAL_IDS)
   analysis = step.cost_analysis()
   return (analysis[0] if isinstance(analysis, list) else analysis)['flops']
 

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from configs import tiny
-from electra_jax import config_lib, hf_interop, objective, train
+from electra_jax import config_lib, hf_interop, train
+from electra_jax.data import tokenizers
 from electra_jax.model import ElectraPretrainingModel
 
 torch = pytest.importorskip('torch')
@@ -109,7 +110,7 @@ def test_gradient_routing():
   params = nn.meta.unbox(model.init(jax.random.key(0), batch['input_ids'],
                                     batch['token_type_ids'], batch['attention_mask'],
                                     jnp.zeros((4, 9), jnp.int32))['params'])
-  obj = train.Objective.from_config(config, objective.SpecialIds(pad=0, cls=2, sep=3, mask=4))
+  obj = train.Objective.from_config(config, tokenizers.TRAINED_SPECIAL_IDS)
 
   def loss(index):
     return lambda p: train.pretraining_losses(p, batch, jax.random.key(1), model=model,

@@ -12,7 +12,11 @@ import os
 from absl import logging
 import sentencepiece as spm
 
+from electra_jax.objective import SpecialIds
+
 SPECIAL_TOKENS = ('[PAD]', '[UNK]', '[CLS]', '[SEP]', '[MASK]')
+# The ids `train_sentencepiece` gives the special tokens ([UNK] is 1).
+TRAINED_SPECIAL_IDS = SpecialIds(pad=0, cls=2, sep=3, mask=4)
 
 
 class SentencePieceTokenizer:
@@ -28,6 +32,10 @@ class SentencePieceTokenizer:
                        'train it with electra_jax (or with these as pad/unk/control symbols)')
     self.pad_id, self.unk_id, self.cls_id, self.sep_id, self.mask_id = (
         ids[p] for p in SPECIAL_TOKENS)
+
+  @property
+  def special_ids(self) -> SpecialIds:
+    return SpecialIds(pad=self.pad_id, cls=self.cls_id, sep=self.sep_id, mask=self.mask_id)
 
   @property
   def vocab_size(self) -> int:
