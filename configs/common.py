@@ -9,6 +9,7 @@ once, in `electra_jax.config_lib`, never stored here.
 """
 
 import ml_collections
+from ml_collections.config_dict import placeholder
 
 
 def get_config() -> ml_collections.ConfigDict:
@@ -80,15 +81,38 @@ def get_config() -> ml_collections.ConfigDict:
   config.model.attention_impl = 'explicit'
 
   # --- Input -----------------------------------------------------------------
+  # Training reads examples prepared by `python -m electra_jax.prepare_data`
+  # (see README). Either name such a directory, or give a corpus spec and the
+  # main job prepares it into WORKDIR/data first (resuming if interrupted).
   config.data = ml_collections.ConfigDict()
-  # Glob of local text files. WikiExtractor output (<doc ...> ... </doc>) gives
-  # one document per <doc>; in other files a blank line separates documents.
+  config.data.prepared_dir = ''
+  # Comma-separated sources, each text:GLOB, lines:GLOB, wiki:GLOB, jsonl:GLOB
+  # or tfds:NAME[@SPLIT]; a bare glob is text (or wiki when files start with
+  # <doc). See electra_jax/data/sources.py.
   config.data.corpus = ''
-  # A sentencepiece model is trained on this many sentences of the corpus
-  # (vocab size = model.vocab_size) and cached in the workdir.
-  config.data.tokenizer_sample_sentences = 1_000_000
-  config.data.tokenizer_model_type = 'unigram'  # or 'bpe'
-  config.data.shuffle_buffer = 10_000
+  config.data.text_field = 'text'  # The text field of jsonl and TFDS records.
+  config.data.tfds_data_dir = placeholder(str)  # None: TFDS's default.
+  config.data.on_invalid_utf8 = 'skip'  # or 'error'
+  # Tokenizer: a WordPiece vocab.txt (the released ELECTRA models use BERT's
+  # uncased one), or a sentencepiece model; with neither, a sentencepiece model
+  # of model.vocab_size pieces is trained on spm_sample_sentences sentences.
+  config.data.vocab = ''
+  config.data.lower_case = True  # WordPiece only, as BERT uncased.
+  config.data.strip_accents = placeholder(bool)  # None: follow lower_case, as BERT.
+  config.data.spm_model = ''
+  config.data.spm_model_type = 'unigram'  # or 'bpe'
+  config.data.spm_sample_sentences = 1_000_000
+  # Example packing, as google-research/electra's build_pretraining_dataset.py:
+  # 10% single-segment examples, 5% with a random shorter target length.
+  # Paragraph lines are split into sentences first so that segments end at
+  # sentence boundaries.
+  config.data.split_sentences = True
+  config.data.single_segment_prob = 0.1
+  config.data.short_seq_prob = 0.05
+  config.data.prepare_workers = 0  # Processes preparing shards; 0: one per core.
+  # Training input (Grain): reader threads and batches kept ready on the host.
+  config.data.read_threads = 4
+  config.data.prefetch_batches = 4
 
   # --- Device mesh -----------------------------------------------------------
   # Axis sizes; one may be -1 to take the remaining devices. The batch is

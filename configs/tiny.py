@@ -22,8 +22,7 @@ def get_config() -> ml_collections.ConfigDict:
   config.learning_rate = 2e-3
   config.warmup_steps = 20
   config.num_train_steps = 300
-  config.data.tokenizer_sample_sentences = 50_000
-  config.data.shuffle_buffer = 1_000
+  config.data.spm_sample_sentences = 50_000
   config.log_every_steps = 20
   config.checkpoint_every_steps = 1_000
   return config

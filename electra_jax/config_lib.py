@@ -6,7 +6,6 @@ so each derived value is computed in exactly one place.
 """
 
 import dataclasses
-import glob
 
 import ml_collections
 
@@ -147,14 +146,19 @@ def validate(config: ml_collections.ConfigDict, *, check_data: bool = True) -> N
   _require([config.mesh[a] for a in ('data', 'fsdp', 'tensor')].count(-1) <= 1,
            'mesh', 'at most one axis may be -1')
 
+  d = config.data
   if check_data:
-    _require(bool(config.data.corpus), 'data.corpus',
-             "is empty; pass --config.data.corpus='path/to/text/*'")
-    _require(bool(glob.glob(config.data.corpus)), 'data.corpus',
-             f'no files match {config.data.corpus!r}')
-  _require(config.data.tokenizer_model_type in ('unigram', 'bpe'),
-           'data.tokenizer_model_type',
-           f"must be 'unigram' or 'bpe', got {config.data.tokenizer_model_type!r}")
-  _require(config.data.tokenizer_sample_sentences > 0,
-           'data.tokenizer_sample_sentences', 'must be > 0')
-  _require(config.data.shuffle_buffer > 0, 'data.shuffle_buffer', 'must be > 0')
+    _require(bool(d.prepared_dir) != bool(d.corpus), 'data.corpus',
+             "name the input with exactly one of --config.data.prepared_dir=DIR (from "
+             "electra_jax.prepare_data) or --config.data.corpus='wiki:path/*/wiki_*'")
+    _require(not (d.vocab and d.spm_model), 'data.vocab',
+             'choose one tokenizer: data.vocab (WordPiece) or data.spm_model, not both')
+  _require(d.spm_model_type in ('unigram', 'bpe'), 'data.spm_model_type',
+           f"must be 'unigram' or 'bpe', got {d.spm_model_type!r}")
+  _require(d.spm_sample_sentences > 0, 'data.spm_sample_sentences', 'must be > 0')
+  _require(d.on_invalid_utf8 in ('skip', 'error'), 'data.on_invalid_utf8',
+           f"must be 'skip' or 'error', got {d.on_invalid_utf8!r}")
+  for key in ('single_segment_prob', 'short_seq_prob'):
+    _require(0 <= d[key] <= 1, f'data.{key}', f'must be in [0, 1], got {d[key]}')
+  for key in ('read_threads', 'prefetch_batches'):
+    _require(d[key] > 0, f'data.{key}', f'must be > 0, got {d[key]}')

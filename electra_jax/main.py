@@ -1,7 +1,10 @@
 """Pretrains ELECTRA.
 
   python -m electra_jax.main --config=configs/small.py --workdir=DIR \
-      --config.data.corpus='text/*.txt' [--config.key=value ...]
+      --config.data.prepared_dir=PREPARED [--config.key=value ...]
+
+With --config.data.corpus=SPEC instead of a prepared directory, the corpus is
+prepared into DIR/data first (see electra_jax/prepare_data.py).
 """
 
 import os
@@ -12,6 +15,7 @@ import jax
 from ml_collections import config_flags
 
 from electra_jax import config_lib, train
+from electra_jax.data import prepare
 
 _CONFIG = config_flags.DEFINE_config_file('config', None, 'Path to a config file in configs/.',
                                           lock_config=True)
@@ -49,7 +53,7 @@ def main(argv: list[str]) -> None:
   _maybe_initialize_distributed()
   try:
     train.train_and_evaluate(_CONFIG.value, _WORKDIR.value)
-  except (config_lib.ConfigError, FileNotFoundError) as e:
+  except (config_lib.ConfigError, FileNotFoundError, *prepare.INPUT_ERRORS) as e:
     logging.error('%s', e)
     sys.exit(f'error: {e}')
 

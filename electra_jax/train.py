@@ -229,14 +229,16 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> Train
                jax.device_count(), jax.devices()[0].platform, jax.process_count())
 
   # --- Input
-  tokenizer = pipeline.get_tokenizer(config, workdir)
-  batches = pipeline.train_batches(config, tokenizer, process_index=jax.process_index(),
-                                   process_count=jax.process_count())
+  data = pipeline.prepared_data(config, workdir)
+  logging.info('Input: %d examples of %d tokens in %s', data.num_examples,
+               data.max_seq_length, data.directory)
+  batches = pipeline.train_iterator(data, config, process_index=jax.process_index(),
+                                    process_count=jax.process_count())
 
   with jax.set_mesh(mesh):
     # --- Model, state and train step
     state, train_step, batch_sharding, compile_s = setup_train_step(config, mesh,
-                                                                    tokenizer.special_ids)
+                                                                    data.special_ids)
     logging.info('Parameters: %s', parameter_counts(state.params))
     logging.info('Compiled the train step in %.1f s', compile_s)
 
@@ -244,10 +246,10 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> Train
     manager = checkpointing.create_manager(workdir, config)
     restored = checkpointing.restore_latest(manager, state)
     if restored is not None:
-      state = restored
-      logging.warning('Resumed at step %d. The input stream restarts from its beginning; '
-                      'exact input resume comes with the prepared-data pipeline.',
-                      int(state.step))
+      state, input_position = restored
+      batches.set_state(input_position)
+      logging.info('Resumed at step %d; the input continues at %s', int(state.step),
+                   input_position)
 
     # --- Loop
     writer = metric_writer.MetricWriter(workdir)
@@ -267,10 +269,11 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> Train
       done = step + 1
       if done % config.log_every_steps == 0 or done == config.num_train_steps:
         pending, window = (done, window), []
-      checkpointing.save(manager, done, state, force=done == config.num_train_steps)
+      checkpointing.save(manager, done, state, batches, force=done == config.num_train_steps)
     if pending is not None:
       writer.write(pending[0], {**_window_mean(pending[1]), **meter.measure(pending[0])})
     manager.wait_until_finished()
     manager.close()
     writer.close()
+    batches.close()
   return state

@@ -30,8 +30,8 @@ def wiki_glob() -> str:
 def tiny_tokenizer(tmp_path_factory):
   """A 2000-piece sentencepiece model trained on one real Wikipedia file."""
   from electra_jax.data import sources, tokenizers
-  files = [str(data_dir() / 'wikipedia' / 'AA' / 'wiki_00')]
-  lines = (line for doc in sources.iter_documents(files) for line in doc)
+  unit = sources.WorkUnit('wiki', str(data_dir() / 'wikipedia' / 'AA' / 'wiki_00'))
+  lines = (line for doc in sources.read_documents(unit, sources.ReadOptions()) for line in doc)
   path = tokenizers.train_sentencepiece(
       lines, str(tmp_path_factory.mktemp('tokenizer') / 'spm'), vocab_size=2000,
       model_type='unigram', max_sentences=20_000)
@@ -40,11 +40,14 @@ def tiny_tokenizer(tmp_path_factory):
 
 @pytest.fixture(scope='session')
 def real_token_rows(tiny_tokenizer):
-  """int32 [64, 64] packed [CLS] ... [SEP] rows of real Wikipedia text."""
+  """int32 [64, 64] input ids of real Wikipedia text, packed as for pretraining."""
   from electra_jax.data import examples, sources
+  unit = sources.WorkUnit('wiki', str(data_dir() / 'wikipedia' / 'AA' / 'wiki_01'))
+  builder = examples.ExampleBuilder(64, tiny_tokenizer.special_ids, np.random.default_rng(0))
   rows = []
-  for doc in sources.read_documents(str(data_dir() / 'wikipedia' / 'AA' / 'wiki_01')):
-    rows.extend(examples.pack_document(tiny_tokenizer.encode(doc), tiny_tokenizer, 64))
+  for doc in sources.read_documents(unit, sources.ReadOptions()):
+    for record in builder.add_document(tiny_tokenizer.encode(doc)):
+      rows.append(examples.decode_record(record, 64, tiny_tokenizer.pad_id)['input_ids'])
     if len(rows) >= 64:
       break
   return np.stack(rows[:64])

@@ -75,8 +75,16 @@ def test_cli_bad_value(tmp_path, wiki_glob):
   assert 'Traceback' not in result.stderr
 
 
+def test_cli_needs_exactly_one_input(tmp_path, wiki_glob):
+  for args in ([], [f'--config.data.corpus={wiki_glob}', f'--config.data.prepared_dir={tmp_path}']):
+    result = _main(f'--workdir={tmp_path}', *args)
+    assert result.returncode != 0
+    assert 'error: config.data.corpus: name the input with exactly one of' in result.stderr
+
+
 def test_cli_missing_corpus(tmp_path):
   result = _main(f'--workdir={tmp_path}', f'--config.data.corpus={tmp_path}/nothing/*.txt')
   assert result.returncode != 0
-  assert f"error: config.data.corpus: no files match '{tmp_path}/nothing/*.txt'" in result.stderr
+  assert (f"error: corpus source '{tmp_path}/nothing/*.txt': no files match "
+          f"'{tmp_path}/nothing/*.txt'") in result.stderr
   assert 'Traceback' not in result.stderr

@@ -28,9 +28,9 @@ def read_scalars(workdir) -> dict[str, list[tuple[int, float]]]:
   return scalars
 
 
-def run_main(workdir, corpus, *overrides, timeout=900):
+def run_main(workdir, *overrides, timeout=900):
   command = [sys.executable, '-m', 'electra_jax.main', '--config=configs/tiny.py',
-             f'--workdir={workdir}', f'--config.data.corpus={corpus}', *overrides]
+             f'--workdir={workdir}', *overrides]
   return subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=timeout,
                         env=dict(os.environ, JAX_PLATFORMS='cpu'))
 
@@ -40,15 +40,20 @@ def _entropy(p: float) -> float:
   return -(p * math.log(p) + (1 - p) * math.log(1 - p))
 
 
-def test_pretraining_learns_on_real_text_and_resumes(tmp_path, wiki_glob):
+def test_prepares_then_pretrains_on_real_text_and_resumes(tmp_path, wiki_glob):
   workdir = tmp_path / 'run'
+  corpus = f'--config.data.corpus=wiki:{wiki_glob}'
   # Temperature 3 flattens the generator's samples. At temperature 1 a tiny
   # generator soon proposes plausible frequent tokens, and a 2-layer
   # discriminator needs thousands of steps to beat the constant predictor;
   # flatter samples let a few hundred steps show that it detects replacements.
-  result = run_main(workdir, wiki_glob, '--config.num_train_steps=360',
+  result = run_main(workdir, corpus, '--config.num_train_steps=360',
                     '--config.log_every_steps=40', '--config.objective.temperature=3')
   assert result.returncode == 0, result.stderr[-3000:]
+  # The corpus was prepared into the workdir, with a trained sentencepiece model.
+  assert 'unknown-token rate' in result.stderr
+  assert os.path.exists(workdir / 'data' / 'metadata.json')
+  assert os.path.exists(workdir / 'data' / 'tokenizer' / 'spm.model')
 
   scalars = read_scalars(workdir)
   for tag in ('train/loss', 'train/disc_loss', 'train/mlm_loss', 'train/mlm_accuracy',
@@ -74,8 +79,16 @@ def test_pretraining_learns_on_real_text_and_resumes(tmp_path, wiki_glob):
   assert last['train/tokens_per_s'] > 0
 
   # Restarting on the workdir resumes from the final checkpoint of 360 steps.
-  result = run_main(workdir, wiki_glob, '--config.num_train_steps=365',
+  result = run_main(workdir, corpus, '--config.num_train_steps=365',
                     '--config.log_every_steps=5', '--config.objective.temperature=3')
   assert result.returncode == 0, result.stderr[-3000:]
-  assert 'Resumed at step 360' in result.stderr
+  assert 'Resumed at step 360; the input continues at' in result.stderr
+  assert 'is already prepared' in result.stderr
   assert os.path.isdir(workdir / 'checkpoints' / '365')
+
+  # Prepared data and a model that disagree on the vocabulary are refused.
+  result = run_main(tmp_path / 'other', f'--config.data.prepared_dir={workdir / "data"}',
+                    '--config.model.vocab_size=3000')
+  assert result.returncode != 0
+  assert ('error: config.model.vocab_size: 3000, but the data in '
+          f'{workdir / "data"} was tokenized with 2000 ids') in result.stderr

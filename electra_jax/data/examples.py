@@ -1,26 +1,122 @@
-"""Packs tokenized documents into fixed-length [CLS] ... [SEP] examples.
+"""Pretraining examples as the original ELECTRA data builder makes them.
 
-Minimal packing: the tokens of one document are concatenated and cut into
-chunks of max_seq_length - 2; a document's last chunk is padded, so no example
-mixes two documents.
+Sentences of one document are gathered until they reach a target length,
+then split into two segments and written as `[CLS] A [SEP] B [SEP]`
+(segment ids 0 for `[CLS] A [SEP]`, 1 for `B [SEP]`). As in
+google-research/electra's `build_pretraining_dataset.py`:
+  * 10% of examples are single-segment (everything goes to A);
+  * after each example, 5% of the time the next target length is a random
+    length in [5, max_seq_length], so the model also sees short inputs;
+  * a document's last sentences form an example of their own: no example,
+    and so no segment, holds text of two documents;
+  * the overflowing end of the last sentence is cut; `truncated_tokens`
+    counts what is lost.
+
+On disk an example is one record: `len([CLS] A [SEP])` followed by the
+unpadded token ids, in the dtype that the metadata names.
 """
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
+import dataclasses
+import re
 
 import numpy as np
 
-from electra_jax.data.tokenizers import SentencePieceTokenizer
+from electra_jax.objective import SpecialIds
+
+# A sentence ends at . ! or ? (and any closing quotes or brackets) followed by
+# whitespace and something that can start a sentence. Simple on purpose: it
+# only has to keep segment boundaries near sentence boundaries.
+_SENTENCE_END = re.compile(r'(?<=[.!?])["\')\]]*\s+(?=["\'(\[]?[A-Z0-9])')
 
 
-def pack_document(line_ids: Iterable[list[int]], tokenizer: SentencePieceTokenizer,
-                  max_seq_length: int) -> Iterator[np.ndarray]:
-  """Yields int32 [max_seq_length] token rows for one document, padded with [PAD]."""
-  tokens = [t for ids in line_ids for t in ids]
-  body = max_seq_length - 2
-  for start in range(0, len(tokens), body):
-    row = np.full(max_seq_length, tokenizer.pad_id, np.int32)
-    chunk = tokens[start:start + body]
-    row[0] = tokenizer.cls_id
-    row[1:1 + len(chunk)] = chunk
-    row[1 + len(chunk)] = tokenizer.sep_id
-    yield row
+def split_sentences(line: str) -> list[str]:
+  return [s for s in _SENTENCE_END.split(line) if s]
+
+
+@dataclasses.dataclass
+class PackingStats:
+  examples: int = 0
+  single_segment: int = 0
+  tokens: int = 0  # Tokens written, [CLS]/[SEP] excluded.
+  truncated_tokens: int = 0
+
+
+class ExampleBuilder:
+  """Turns tokenized documents into two-segment examples; seeded, so reproducible."""
+
+  def __init__(self, max_seq_length: int, special: SpecialIds, rng: np.random.Generator, *,
+               single_segment_prob: float = 0.1, short_seq_prob: float = 0.05):
+    self._max_length = max_seq_length
+    self._special = special
+    self._rng = rng
+    self._single_segment_prob = single_segment_prob
+    self._short_seq_prob = short_seq_prob
+    self._target_length = max_seq_length
+    self.stats = PackingStats()
+
+  def add_document(self, sentences: list[list[int]]) -> Iterator[np.ndarray]:
+    """Yields the int32 records (see module doc) of one document's sentences."""
+    current: list[list[int]] = []
+    length = 0
+    for sentence in sentences:
+      if not sentence:
+        continue
+      current.append(sentence)
+      length += len(sentence)
+      if length >= self._target_length:
+        yield self._make_example(current)
+        current, length = [], 0
+    if current:
+      yield self._make_example(current)
+
+  def _make_example(self, sentences: list[list[int]]) -> np.ndarray:
+    single = self._rng.random() < self._single_segment_prob
+    # -3 leaves room for [CLS] and the two [SEP].
+    first_target = 1 << 30 if single else (self._target_length - 3) // 2
+    first: list[int] = []
+    second: list[int] = []
+    for sentence in sentences:
+      # A sentence joins the first segment while it fits, always when that
+      # segment is empty, and half the time when it would overflow a first
+      # segment that is still short and has no second segment after it.
+      if (not first or len(first) + len(sentence) < first_target or
+          (not second and len(first) < first_target and self._rng.random() < 0.5)):
+        first += sentence
+      else:
+        second += sentence
+    total = len(first) + len(second)
+    first = first[:self._max_length - 2]
+    second = second[:max(0, self._max_length - len(first) - 3)]
+
+    self.stats.examples += 1
+    self.stats.single_segment += not second
+    self.stats.tokens += len(first) + len(second)
+    self.stats.truncated_tokens += total - len(first) - len(second)
+    if self._rng.random() < self._short_seq_prob:
+      self._target_length = int(self._rng.integers(5, self._max_length + 1))
+    else:
+      self._target_length = self._max_length
+    return encode_record(first, second, self._special)
+
+
+def encode_record(first: list[int], second: list[int], special: SpecialIds) -> np.ndarray:
+  """`[len([CLS] A [SEP]), CLS, *A, SEP, *B, (SEP if B)]` as int32."""
+  ids = [special.cls, *first, special.sep]
+  segment_a = len(ids)
+  if second:
+    ids += [*second, special.sep]
+  return np.asarray([segment_a, *ids], np.int32)
+
+
+def decode_record(record: np.ndarray, max_seq_length: int, pad_id: int) -> dict[str, np.ndarray]:
+  """input_ids, attention_mask and token_type_ids, each int32 [max_seq_length]."""
+  segment_a, ids = int(record[0]), record[1:]
+  positions = np.arange(max_seq_length)
+  input_ids = np.full(max_seq_length, pad_id, np.int32)
+  input_ids[:len(ids)] = ids
+  return {
+      'input_ids': input_ids,
+      'attention_mask': (positions < len(ids)).astype(np.int32),
+      'token_type_ids': ((positions >= segment_a) & (positions < len(ids))).astype(np.int32),
+  }

@@ -1,129 +1,90 @@
-"""Minimal training input: tokenizer set-up and a stream of host batches.
+"""Training input: prepared ArrayRecord shards -> Grain -> this process's batches.
 
-Each process tokenizes the corpus on the fly, packs examples, shuffles them
-through a seeded buffer, keeps its own share, and yields numpy batches of
-batch_size / process_count rows. A background thread keeps a few batches ready.
-This loader is deliberately small; prepared, random-access shards with a
-resumable iterator replace it (see the data pipeline issue).
+The examples of all shards form one random-access dataset. Grain shuffles it
+globally with the config's seed (a new order every epoch), repeats it, gives
+process p of P the elements p, p + P, p + 2P, ..., decodes and batches them,
+and prefetches batches in background threads. Masking is not done here: it
+happens on device, inside the train step, fresh at every step.
+
+The iterator is deterministic and checkpointable: `get_state()` after k
+batches, `set_state()` in a new process, and the next batches are the same.
 """
 
-from collections.abc import Iterator
+import functools
 import os
-import queue
-import threading
 
 from absl import logging
+import grain
 import jax
 from jax.experimental import multihost_utils
 import ml_collections
 import numpy as np
 
-from electra_jax.data import examples, sources, tokenizers
+from electra_jax import config_lib
+from electra_jax.data import examples, prepare, shards
 
 Batch = dict[str, np.ndarray]
 
 
-def _corpus_lines(files: list[str], seed: int) -> Iterator[str]:
-  order = np.random.default_rng(seed).permutation(len(files))
-  for doc in sources.iter_documents([files[i] for i in order]):
-    yield from doc
+def prepared_data(config: ml_collections.ConfigDict, workdir: str) -> shards.PreparedData:
+  """The prepared data the config names; prepares WORKDIR/data from data.corpus if needed."""
+  if config.data.prepared_dir:
+    data = shards.PreparedData.load(config.data.prepared_dir)
+  else:
+    directory = os.path.join(workdir, 'data')
+    if jax.process_index() == 0:
+      logging.info('Preparing %s into %s', config.data.corpus, directory)
+      data = prepare.prepare(prepare.PrepareOptions.from_config(config), directory,
+                             num_workers=config.data.prepare_workers,
+                             max_position_embeddings=config.model.max_position_embeddings,
+                             progress=False)
+      logging.info('%s', prepare.summary(data))
+    multihost_utils.sync_global_devices('electra_jax:prepare_data')
+    data = shards.PreparedData.load(directory)
+  check_compatible(data, config)
+  return data
 
 
-def get_tokenizer(config: ml_collections.ConfigDict,
-                  workdir: str) -> tokenizers.SentencePieceTokenizer:
-  """Loads the workdir's sentencepiece model, training it on the corpus first if absent."""
-  prefix = os.path.join(workdir, 'tokenizer', 'spm')
-  if not os.path.exists(prefix + '.model') and jax.process_index() == 0:
-    files = sources.list_files(config.data.corpus)
-    logging.info('Training a sentencepiece tokenizer on %s (%d files)', config.data.corpus,
-                 len(files))
-    tokenizers.train_sentencepiece(
-        _corpus_lines(files, config.seed), prefix, vocab_size=config.model.vocab_size,
-        model_type=config.data.tokenizer_model_type,
-        max_sentences=config.data.tokenizer_sample_sentences)
-  multihost_utils.sync_global_devices('electra_jax:tokenizer')
-  tokenizer = tokenizers.SentencePieceTokenizer(prefix + '.model')
-  if tokenizer.vocab_size != config.model.vocab_size:
-    raise ValueError(
-        f'{prefix}.model has {tokenizer.vocab_size} pieces but config.model.vocab_size is '
-        f'{config.model.vocab_size}; use a fresh workdir or set model.vocab_size to match')
-  return tokenizer
+def check_compatible(data: shards.PreparedData, config: ml_collections.ConfigDict) -> None:
+  """Refuses data whose vocabulary or sequence length differ from the model's."""
+  if data.vocab_size != config.model.vocab_size:
+    raise config_lib.ConfigError(
+        f'config.model.vocab_size: {config.model.vocab_size}, but the data in {data.directory} was '
+        f'tokenized with {data.vocab_size} ids ({data.metadata["tokenizer"]["file"]}); set '
+        f'--config.model.vocab_size={data.vocab_size} or prepare the data with a matching '
+        'tokenizer')
+  if data.max_seq_length != config.max_seq_length:
+    raise config_lib.ConfigError(
+        f'config.max_seq_length: {config.max_seq_length}, but {data.directory} holds '
+        f'{data.max_seq_length}-token examples; set --config.max_seq_length='
+        f'{data.max_seq_length} or prepare the data at this length')
 
 
-def _examples(files: list[str], tokenizer: tokenizers.SentencePieceTokenizer,
-              max_seq_length: int, rng: np.random.Generator) -> Iterator[np.ndarray]:
-  """One epoch of packed rows, files in a fresh random order."""
-  for i in rng.permutation(len(files)):
-    for doc in sources.read_documents(files[i]):
-      yield from examples.pack_document(tokenizer.encode(doc), tokenizer, max_seq_length)
+def _decode(raw: bytes, *, dtype: np.dtype, max_seq_length: int, pad_id: int) -> Batch:
+  return examples.decode_record(np.frombuffer(raw, dtype), max_seq_length, pad_id)
 
 
-def _shuffled_rows(config: ml_collections.ConfigDict,
-                   tokenizer: tokenizers.SentencePieceTokenizer) -> Iterator[np.ndarray]:
-  """Repeats the corpus forever through a seeded shuffle buffer."""
-  files = sources.list_files(config.data.corpus)
-  rng = np.random.default_rng(config.seed)
-  buffer: list[np.ndarray] = []
-  epoch = 0
-  while True:
-    produced = 0
-    for row in _examples(files, tokenizer, config.max_seq_length, rng):
-      produced += 1
-      if len(buffer) < config.data.shuffle_buffer:
-        buffer.append(row)
-        continue
-      slot = rng.integers(len(buffer))
-      yield buffer[slot]
-      buffer[slot] = row
-    if not produced:
-      raise ValueError(f'config.data.corpus: {config.data.corpus!r} holds no text '
-                       f'({len(files)} files, all empty)')
-    epoch += 1
-    logging.info('Input: finished epoch %d over %d files', epoch, len(files))
+def train_iterator(data: shards.PreparedData, config: ml_collections.ConfigDict, *,
+                   process_index: int, process_count: int,
+                   num_epochs: int | None = None) -> grain.DatasetIterator:
+  """An iterator of this process's share of each global batch (numpy arrays).
 
-
-def _batches(config: ml_collections.ConfigDict, tokenizer: tokenizers.SentencePieceTokenizer,
-             process_index: int, process_count: int) -> Iterator[Batch]:
-  local_batch = config.batch_size // process_count
-  rows: list[np.ndarray] = []
-  for i, row in enumerate(_shuffled_rows(config, tokenizer)):
-    if i % process_count != process_index:
-      continue  # Every process sees the same shuffled stream and keeps its share.
-    rows.append(row)
-    if len(rows) == local_batch:
-      input_ids = np.stack(rows)
-      rows = []
-      yield {
-          'input_ids': input_ids,
-          'attention_mask': (input_ids != tokenizer.pad_id).astype(np.int32),
-          'token_type_ids': np.zeros_like(input_ids),
-      }
-
-
-def _prefetch(iterator: Iterator[Batch], size: int) -> Iterator[Batch]:
-  """Runs `iterator` in a daemon thread, `size` batches ahead; re-raises its errors."""
-  ready: queue.Queue = queue.Queue(maxsize=size)
-
-  def work():
-    try:
-      for item in iterator:
-        ready.put(item)
-    except BaseException as e:  # Surface the worker's error in the train loop.
-      ready.put(e)
-
-  threading.Thread(target=work, daemon=True, name='input-prefetch').start()
-  while True:
-    item = ready.get()
-    if isinstance(item, BaseException):
-      raise item
-    yield item
-
-
-def train_batches(config: ml_collections.ConfigDict, tokenizer: tokenizers.SentencePieceTokenizer,
-                  *, process_index: int, process_count: int,
-                  prefetch: int = 4) -> Iterator[Batch]:
-  """This process's share of each global batch, as numpy arrays."""
+  num_epochs=None repeats forever; a number stops after that many passes.
+  """
   if config.batch_size % process_count:
-    raise ValueError(f'config.batch_size={config.batch_size} is not divisible by the '
-                     f'{process_count} processes')
-  return _prefetch(_batches(config, tokenizer, process_index, process_count), prefetch)
+    raise config_lib.ConfigError(f'config.batch_size: {config.batch_size} does not split over the '
+                                 f'{process_count} processes; use a multiple of it')
+  decode = functools.partial(_decode, dtype=data.dtype, max_seq_length=data.max_seq_length,
+                             pad_id=data.special_ids.pad)
+  dataset = (grain.MapDataset.source(grain.sources.ArrayRecordDataSource(data.shard_paths()))
+             .shuffle(seed=config.seed)
+             .repeat(num_epochs))
+  dataset = (dataset[process_index::process_count]
+             .map(decode)
+             .batch(config.batch_size // process_count, drop_remainder=True))
+  threaded = dataset.to_iter_dataset(grain.ReadOptions(
+      num_threads=config.data.read_threads,
+      prefetch_buffer_size=config.data.prefetch_batches))
+  return iter(grain.experimental.ThreadPrefetchIterDataset(
+      threaded, prefetch_buffer_size=config.data.prefetch_batches))
+

@@ -1,42 +1,243 @@
-"""Reads documents from local text files.
+"""Corpus sources: which documents a corpus spec names, and how to read them.
 
-A document is a list of non-empty lines (paragraphs or sentences). Two layouts
-are recognised per file:
-  * WikiExtractor output: each `<doc ...>` ... `</doc>` block is a document;
-  * plain text: a blank line separates documents.
+A corpus spec is one or more comma-separated sources, each `KIND:ARG`:
+
+  text:GLOB    text files (optionally .gz); a blank line separates documents
+  lines:GLOB   text files (optionally .gz); one document per line
+  wiki:GLOB    WikiExtractor output: each <doc ...> ... </doc> is a document
+  jsonl:GLOB   JSON lines (optionally .gz); the document is the `text_field` string
+  tfds:NAME[@SPLIT]  a TensorFlow Datasets dataset (default split 'train'),
+               read as a stream from `tfds_data_dir`; `text_field` names the text
+
+A bare GLOB means `text:` for plain files and `wiki:` for files that start
+with `<doc `. A document is a list of non-empty lines (paragraphs or
+sentences). Work is cut into units, one per file or one per range of TFDS
+records, so that preparation can spread them over processes and resume.
 """
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
+import dataclasses
 import glob
+import gzip
+import json
+from typing import Any
 
 Document = list[str]
 
-
-def list_files(pattern: str) -> list[str]:
-  """Files matching `pattern`, sorted; a clear error when there are none."""
-  files = sorted(glob.glob(pattern))
-  if not files:
-    raise FileNotFoundError(f"config.data.corpus: no files match {pattern!r}; pass a glob "
-                            "of text files, e.g. --config.data.corpus='data/wiki/*/wiki_*'")
-  return files
+KINDS = ('text', 'lines', 'wiki', 'jsonl', 'tfds')
+# TFDS records per work unit: small enough to spread a split over processes.
+TFDS_RECORDS_PER_UNIT = 50_000
 
 
-def read_documents(path: str) -> Iterator[Document]:
-  """Yields the documents of one file, in order."""
-  doc: Document = []
-  with open(path, encoding='utf-8', errors='replace') as f:
-    for raw in f:
-      line = raw.strip()
-      if line.startswith('<doc ') or line == '</doc>' or not line:
-        if doc:
-          yield doc
-        doc = []
-      else:
+class CorpusError(ValueError):
+  """A corpus spec or file cannot be read; the message names it and the fix."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ReadOptions:
+  text_field: str = 'text'
+  tfds_data_dir: str | None = None
+  # 'skip': drop (and count) lines that are not valid UTF-8; 'error': stop.
+  on_invalid_utf8: str = 'skip'
+
+
+@dataclasses.dataclass(frozen=True)
+class WorkUnit:
+  """One file, or records [start, stop) of a TFDS split."""
+  kind: str
+  path: str
+  split: str = ''
+  start: int = 0
+  stop: int = 0
+
+  @property
+  def name(self) -> str:
+    return f'{self.kind}:{self.path}' + (f'@{self.split}[{self.start}:{self.stop}]'
+                                         if self.kind == 'tfds' else '')
+
+
+@dataclasses.dataclass
+class ReadStats:
+  """What reading a unit met besides documents."""
+  invalid_utf8_lines: int = 0
+  empty_files: list[str] = dataclasses.field(default_factory=list)
+
+
+def _parse_source(source: str) -> tuple[str, str]:
+  kind, sep, arg = source.partition(':')
+  if sep and kind in KINDS:
+    return kind, arg
+  if sep and len(kind) > 1 and '/' not in kind and '*' not in kind:
+    raise CorpusError(f'corpus source {source!r}: unknown kind {kind!r}; use one of '
+                      f'{", ".join(k + ":" for k in KINDS)} or a bare glob')
+  return 'auto', source
+
+
+def _detect_kind(path: str) -> str:
+  with _open_binary(path) as f:
+    head = f.read(4096).lstrip()
+  return 'wiki' if head.startswith(b'<doc ') else 'text'
+
+
+def plan_units(spec: str, options: ReadOptions) -> list[WorkUnit]:
+  """The work units of a corpus spec, in a fixed order; clear errors for bad specs."""
+  sources = [s.strip() for s in spec.split(',') if s.strip()]
+  if not sources:
+    raise CorpusError('corpus: empty spec; pass e.g. --corpus=wiki:data/wikipedia/*/wiki_*')
+  units: list[WorkUnit] = []
+  for source in sources:
+    kind, arg = _parse_source(source)
+    if kind == 'tfds':
+      units.extend(_tfds_units(arg, options))
+      continue
+    files = sorted(glob.glob(arg))
+    if not files:
+      raise CorpusError(f'corpus source {source!r}: no files match {arg!r}; check the path, '
+                        "and quote the glob so that the shell leaves it alone")
+    for path in files:
+      units.append(WorkUnit(_detect_kind(path) if kind == 'auto' else kind, path))
+  return units
+
+
+def read_documents(unit: WorkUnit, options: ReadOptions,
+                   stats: ReadStats | None = None) -> Iterator[Document]:
+  """Yields the documents of one work unit, in order."""
+  stats = stats if stats is not None else ReadStats()
+  if unit.kind == 'tfds':
+    yield from _tfds_documents(unit, options)
+    return
+  lines = _text_lines(unit.path, options, stats)
+  if unit.kind == 'lines':
+    yield from ([line] for line in lines if line)
+  elif unit.kind == 'jsonl':
+    yield from _jsonl_documents(unit.path, lines, options.text_field)
+  else:  # 'text' and 'wiki': blank lines (and <doc> tags) end a document.
+    doc: Document = []
+    for line in lines:
+      if line and not (unit.kind == 'wiki' and (line.startswith('<doc ') or line == '</doc>')):
         doc.append(line)
-  if doc:
-    yield doc
+      elif doc:
+        yield doc
+        doc = []
+    if doc:
+      yield doc
 
 
-def iter_documents(files: Sequence[str]) -> Iterator[Document]:
-  for path in files:
-    yield from read_documents(path)
+# --- Files ---------------------------------------------------------------------
+
+
+def _open_binary(path: str):
+  return gzip.open(path, 'rb') if path.endswith('.gz') else open(path, 'rb')
+
+
+def _text_lines(path: str, options: ReadOptions, stats: ReadStats) -> Iterator[str]:
+  """Stripped lines of a file, decoded strictly as UTF-8 line by line."""
+  seen_bytes = False
+  try:
+    with _open_binary(path) as f:
+      for number, raw in enumerate(f, start=1):
+        seen_bytes = seen_bytes or bool(raw.strip())
+        try:
+          yield raw.decode('utf-8').strip()
+        except UnicodeDecodeError as e:
+          if options.on_invalid_utf8 == 'error':
+            raise CorpusError(
+                f'{path}, line {number}: not valid UTF-8 ({e.reason} at byte {e.start}); '
+                'fix the file, or pass --on_invalid_utf8=skip to drop such lines') from None
+          stats.invalid_utf8_lines += 1
+  except (OSError, EOFError) as e:  # Unreadable or truncated .gz files.
+    raise CorpusError(f'{path}: cannot be read ({e}); fix or remove the file') from None
+  if not seen_bytes:
+    stats.empty_files.append(path)
+
+
+def _jsonl_documents(path: str, lines: Iterator[str], field: str) -> Iterator[Document]:
+  for number, line in enumerate(lines, start=1):
+    if not line:
+      continue
+    try:
+      record = json.loads(line)
+    except json.JSONDecodeError as e:
+      raise CorpusError(f'{path}, line {number}: not JSON ({e.msg}); each line must be one '
+                        'JSON object') from None
+    text = record.get(field) if isinstance(record, dict) else None
+    if not isinstance(text, str):
+      raise CorpusError(f'{path}, line {number}: no string field {field!r}; set '
+                        f'--text_field (config.data.text_field) to the field holding the text')
+    doc = [p.strip() for p in text.splitlines() if p.strip()]
+    if doc:
+      yield doc
+
+
+# --- TensorFlow Datasets ---------------------------------------------------------
+
+
+def _parse_tfds(arg: str) -> tuple[str, str]:
+  name, _, split = arg.partition('@')
+  return name, split or 'train'
+
+
+def _tfds_source(name: str, split: str, options: ReadOptions) -> Any:
+  """A lazy random-access view of a prepared TFDS split (ArrayRecord files).
+
+  Records are read on demand, so a huge split streams through without being
+  loaded. Splits stored as TFRecord go through tf.data instead.
+  """
+  import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
+  try:
+    builder = tfds.builder(name, data_dir=options.tfds_data_dir)
+  except Exception as e:  # tfds raises several types for unknown or unprepared names.
+    raise CorpusError(f'corpus source tfds:{name}: {e}; prepare it with `tfds build` or set '
+                      'config.data.tfds_data_dir to where it is') from None
+  if split not in builder.info.splits:
+    raise CorpusError(f'corpus source tfds:{name}@{split}: no split {split!r}; it has '
+                      f'{sorted(builder.info.splits)}')
+  if builder.info.file_format.value == 'array_record':
+    return builder.as_data_source(split=split)
+  return _TfRecordSplit(builder, split)
+
+
+class _TfRecordSplit:
+  """Records [start, stop) of a TFRecord-format split, streamed with tf.data."""
+
+  def __init__(self, builder: Any, split: str):
+    self._builder, self._split = builder, split
+    self._length = builder.info.splits[split].num_examples
+
+  def __len__(self) -> int:
+    return self._length
+
+  def read(self, start: int, stop: int) -> Iterator[dict[str, Any]]:
+    import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
+    try:
+      dataset = self._builder.as_dataset(split=f'{self._split}[{start}:{stop}]',
+                                         shuffle_files=False)
+    except ImportError as e:
+      raise CorpusError(f'{self._builder.name} is stored as TFRecord, which needs TensorFlow '
+                        f'({e}); pip install tensorflow-cpu, or rebuild the dataset with '
+                        "file_format='array_record'") from None
+    yield from tfds.as_numpy(dataset)
+
+
+def _tfds_units(arg: str, options: ReadOptions) -> list[WorkUnit]:
+  name, split = _parse_tfds(arg)
+  total = len(_tfds_source(name, split, options))
+  return [WorkUnit('tfds', name, split, start, min(start + TFDS_RECORDS_PER_UNIT, total))
+          for start in range(0, total, TFDS_RECORDS_PER_UNIT)]
+
+
+def _tfds_documents(unit: WorkUnit, options: ReadOptions) -> Iterator[Document]:
+  source = _tfds_source(unit.path, unit.split, options)
+  if isinstance(source, _TfRecordSplit):
+    records = source.read(unit.start, unit.stop)
+  else:
+    records = (source[i] for i in range(unit.start, unit.stop))
+  for record in records:
+    if options.text_field not in record:
+      raise CorpusError(f'tfds:{unit.path}: records have no field {options.text_field!r} '
+                        f'(fields: {sorted(record)}); set config.data.text_field')
+    text = record[options.text_field]
+    text = text.decode('utf-8', errors='replace') if isinstance(text, bytes) else str(text)
+    doc = [p.strip() for p in text.splitlines() if p.strip()]
+    if doc:
+      yield doc

@@ -1,13 +1,24 @@
-"""Sentencepiece tokenizer with ELECTRA's special tokens.
+"""Tokenizers behind one interface: sentencepiece (trained or loaded) and WordPiece.
 
-The trained model reserves [PAD]=0 and [UNK]=1, and [CLS], [SEP], [MASK] as
-control symbols (2, 3, 4): they never come out of encoding text, so a literal
-"[MASK]" in the corpus stays ordinary text.
+Every tokenizer maps lines of text to token ids and knows its special ids
+([PAD], [UNK], [CLS], [SEP], [MASK]). Special-token strings in the text are
+ordinary text, as in the original BERT/ELECTRA tokenizer: a literal "[MASK]"
+in the corpus never becomes the mask id.
+
+A trained sentencepiece model reserves [PAD]=0 and [UNK]=1, and [CLS], [SEP],
+[MASK] as control symbols (2, 3, 4). The WordPiece tokenizer reproduces
+BERT's FullTokenizer (and so `transformers.BertTokenizer`) id for id.
 """
 
+import abc
 from collections.abc import Iterable, Iterator
+import functools
+import hashlib
 import itertools
 import os
+import shutil
+import unicodedata
+from typing import Any
 
 from absl import logging
 import sentencepiece as spm
@@ -19,23 +30,66 @@ SPECIAL_TOKENS = ('[PAD]', '[UNK]', '[CLS]', '[SEP]', '[MASK]')
 TRAINED_SPECIAL_IDS = SpecialIds(pad=0, cls=2, sep=3, mask=4)
 
 
-class SentencePieceTokenizer:
-  """Text -> ids with a sentencepiece model, plus the special token ids."""
+class TokenizerError(ValueError):
+  """A tokenizer file is unusable; the message names it and the fix."""
 
-  def __init__(self, model_path: str):
-    self.model_path = model_path
-    self._sp = spm.SentencePieceProcessor(model_file=model_path)
-    ids = {piece: self._sp.piece_to_id(piece) for piece in SPECIAL_TOKENS}
-    missing = [p for p, i in ids.items() if self._sp.id_to_piece(i) != p]
-    if missing:
-      raise ValueError(f'{model_path}: sentencepiece model lacks the special pieces {missing}; '
-                       'train it with electra_jax (or with these as pad/unk/control symbols)')
-    self.pad_id, self.unk_id, self.cls_id, self.sep_id, self.mask_id = (
-        ids[p] for p in SPECIAL_TOKENS)
+
+class Tokenizer(abc.ABC):
+  """Text -> ids, with ELECTRA's special ids."""
+
+  pad_id: int
+  unk_id: int
+  cls_id: int
+  sep_id: int
+  mask_id: int
+
+  @property
+  @abc.abstractmethod
+  def vocab_size(self) -> int:
+    ...
+
+  @abc.abstractmethod
+  def encode(self, texts: list[str]) -> list[list[int]]:
+    """Token ids of each text, without special tokens."""
+
+  @abc.abstractmethod
+  def spec(self) -> dict[str, Any]:
+    """A JSON description from which `load_tokenizer` rebuilds this tokenizer."""
 
   @property
   def special_ids(self) -> SpecialIds:
     return SpecialIds(pad=self.pad_id, cls=self.cls_id, sep=self.sep_id, mask=self.mask_id)
+
+  def _set_special_ids(self, ids: dict[str, int], path: str) -> None:
+    missing = [token for token in SPECIAL_TOKENS if token not in ids]
+    if missing:
+      raise TokenizerError(f'{path}: lacks the special tokens {missing}; ELECTRA needs all of '
+                           f'{list(SPECIAL_TOKENS)} in the vocabulary')
+    self.pad_id, self.unk_id, self.cls_id, self.sep_id, self.mask_id = (
+        ids[t] for t in SPECIAL_TOKENS)
+
+
+def file_sha256(path: str) -> str:
+  with open(path, 'rb') as f:
+    return hashlib.sha256(f.read()).hexdigest()
+
+
+# --- Sentencepiece --------------------------------------------------------------
+
+
+class SentencePieceTokenizer(Tokenizer):
+  """A sentencepiece model with the special pieces."""
+
+  def __init__(self, model_path: str):
+    self.model_path = model_path
+    try:
+      self._sp = spm.SentencePieceProcessor(model_file=model_path)
+    except (OSError, RuntimeError) as e:
+      raise TokenizerError(f'{model_path}: not a sentencepiece model ({e}); pass a .model '
+                           'file, or --spm_vocab_size=N to train one') from None
+    ids = {p: self._sp.piece_to_id(p) for p in SPECIAL_TOKENS}
+    self._set_special_ids({p: i for p, i in ids.items() if self._sp.id_to_piece(i) == p},
+                          model_path)
 
   @property
   def vocab_size(self) -> int:
@@ -43,6 +97,10 @@ class SentencePieceTokenizer:
 
   def encode(self, texts: list[str]) -> list[list[int]]:
     return self._sp.encode(texts, out_type=int)
+
+  def spec(self) -> dict[str, Any]:
+    return {'kind': 'sentencepiece', 'file': os.path.basename(self.model_path),
+            'sha256': file_sha256(self.model_path), 'vocab_size': self.vocab_size}
 
 
 def train_sentencepiece(sentences: Iterable[str], model_prefix: str, *, vocab_size: int,
@@ -66,3 +124,156 @@ def train_sentencepiece(sentences: Iterable[str], model_prefix: str, *, vocab_si
   logging.info('Trained a %d-piece %s sentencepiece model: %s.model', vocab_size,
                model_type, model_prefix)
   return model_prefix + '.model'
+
+
+# --- WordPiece ------------------------------------------------------------------
+
+
+def _is_punctuation(char: str) -> bool:
+  # BERT treats every non-alphanumeric ASCII symbol as punctuation, plus the
+  # Unicode P* categories.
+  cp = ord(char)
+  return (33 <= cp <= 47 or 58 <= cp <= 64 or 91 <= cp <= 96 or 123 <= cp <= 126
+          or unicodedata.category(char).startswith('P'))
+
+
+def _is_control(char: str) -> bool:
+  return char not in '\t\n\r' and unicodedata.category(char).startswith('C')
+
+
+def _is_whitespace(char: str) -> bool:
+  return char in ' \t\n\r' or unicodedata.category(char) == 'Zs'
+
+
+def _is_cjk(cp: int) -> bool:
+  return (0x4E00 <= cp <= 0x9FFF or 0x3400 <= cp <= 0x4DBF or 0x20000 <= cp <= 0x2A6DF
+          or 0x2A700 <= cp <= 0x2B73F or 0x2B740 <= cp <= 0x2B81F or 0x2B820 <= cp <= 0x2CEAF
+          or 0xF900 <= cp <= 0xFAFF or 0x2F800 <= cp <= 0x2FA1F)
+
+
+class _CharMap(dict):
+  """A str.translate table that decides each code point once, on first sight."""
+
+  def __init__(self, decide):
+    super().__init__()
+    self._decide = decide
+
+  def __missing__(self, cp: int) -> str:
+    self[cp] = value = self._decide(chr(cp))
+    return value
+
+
+def _clean(char: str) -> str:
+  """BERT's text cleaning: drop controls, unify whitespace, space out CJK characters."""
+  if char in '\x00\ufffd' or _is_control(char):
+    return ''
+  if _is_whitespace(char):
+    return ' '
+  return f' {char} ' if _is_cjk(ord(char)) else char
+
+
+def _split_punctuation(char: str) -> str:
+  return f' {char} ' if _is_punctuation(char) else char
+
+
+def _strip_accent_and_split_punctuation(char: str) -> str:
+  return '' if unicodedata.category(char) == 'Mn' else _split_punctuation(char)
+
+
+_CLEAN = _CharMap(_clean)
+_SPLIT = _CharMap(_split_punctuation)
+_STRIP_AND_SPLIT = _CharMap(_strip_accent_and_split_punctuation)
+
+
+class WordPieceTokenizer(Tokenizer):
+  """BERT's WordPiece: basic tokenization, then greedy longest-match subwords."""
+
+  _MAX_WORD_CHARS = 100  # Longer words become [UNK], as in BERT.
+
+  def __init__(self, vocab_path: str, *, lower_case: bool = True,
+               strip_accents: bool | None = None):
+    self.vocab_path = vocab_path
+    self.lower_case = lower_case
+    # As BERT: accents are stripped when lower-casing unless told otherwise.
+    self.strip_accents = lower_case if strip_accents is None else strip_accents
+    try:
+      with open(vocab_path, encoding='utf-8') as f:
+        tokens = [line.rstrip('\n') for line in f]
+    except (OSError, UnicodeDecodeError) as e:
+      raise TokenizerError(f'{vocab_path}: cannot read the WordPiece vocabulary ({e}); pass a '
+                           'vocab.txt with one token per line') from None
+    self._vocab = {token: i for i, token in enumerate(tokens) if token}
+    self._size = len(tokens)
+    self._set_special_ids(self._vocab, vocab_path)
+    self._word_ids = functools.lru_cache(maxsize=1 << 20)(self._wordpiece)
+
+  @property
+  def vocab_size(self) -> int:
+    return self._size
+
+  def spec(self) -> dict[str, Any]:
+    return {'kind': 'wordpiece', 'file': os.path.basename(self.vocab_path),
+            'sha256': file_sha256(self.vocab_path), 'vocab_size': self.vocab_size,
+            'lower_case': self.lower_case, 'strip_accents': self.strip_accents}
+
+  def _words(self, text: str) -> list[str]:
+    # BERT's BasicTokenizer as three str.translate passes, which run in C.
+    text = text.translate(_CLEAN)
+    if self.lower_case:
+      # Σ -> σ first: str.lower() alone would give word-final ς, but
+      # transformers' BertTokenizer lower-cases character by character.
+      text = text.replace('Σ', 'σ').lower()
+    if self.strip_accents:
+      # NFD then dropping combining marks (category Mn) removes accents.
+      return unicodedata.normalize('NFD', text).translate(_STRIP_AND_SPLIT).split()
+    return text.translate(_SPLIT).split()
+
+  def _wordpiece(self, word: str) -> tuple[int, ...]:
+    if len(word) > self._MAX_WORD_CHARS:
+      return (self.unk_id,)
+    ids, start = [], 0
+    while start < len(word):
+      for end in range(len(word), start, -1):
+        piece = word[start:end] if start == 0 else '##' + word[start:end]
+        if piece in self._vocab:
+          ids.append(self._vocab[piece])
+          start = end
+          break
+      else:
+        return (self.unk_id,)
+    return tuple(ids)
+
+  def encode(self, texts: list[str]) -> list[list[int]]:
+    return [[i for word in self._words(text) for i in self._word_ids(word)] for text in texts]
+
+
+# --- Loading ----------------------------------------------------------------------
+
+
+def load_tokenizer(spec: dict[str, Any], directory: str) -> Tokenizer:
+  """The tokenizer that `spec` (from Tokenizer.spec()) describes, its file in `directory`."""
+  path = os.path.join(directory, spec['file'])
+  if not os.path.exists(path):
+    raise TokenizerError(f'{path} is missing; the prepared data needs its tokenizer file')
+  if file_sha256(path) != spec['sha256']:
+    raise TokenizerError(f'{path} changed since the data was prepared (sha256 differs); '
+                         'restore it or prepare the data again')
+  if spec['kind'] == 'sentencepiece':
+    tokenizer: Tokenizer = SentencePieceTokenizer(path)
+  elif spec['kind'] == 'wordpiece':
+    tokenizer = WordPieceTokenizer(path, lower_case=spec['lower_case'],
+                                   strip_accents=spec['strip_accents'])
+  else:
+    raise TokenizerError(f'{directory}: unknown tokenizer kind {spec["kind"]!r}')
+  return tokenizer
+
+
+def copy_tokenizer_file(tokenizer: Tokenizer, directory: str) -> Tokenizer:
+  """Copies the tokenizer's file into `directory`, returning the tokenizer loaded from there."""
+  os.makedirs(directory, exist_ok=True)
+  source = tokenizer.model_path if isinstance(tokenizer, SentencePieceTokenizer) else (
+      tokenizer.vocab_path)
+  target = os.path.join(directory, os.path.basename(source))
+  if os.path.abspath(source) != os.path.abspath(target):
+    shutil.copyfile(source, target)
+  return load_tokenizer(tokenizer.spec(), directory)
