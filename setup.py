@@ -12,7 +12,12 @@ setuptools.setup(
     # versions are bounded.
     install_requires=[
         'absl-py>=2.1',
+        'array-record>=0.8.6,<0.9',
         'flax>=0.12.8,<0.13',
+        'grain>=0.2.18,<0.3',
+        # tensorflow-datasets imports it when it builds or opens datasets but
+        # does not declare it.
+        'importlib_resources>=6',
         'jax>=0.10.2,<0.12',
         'ml-collections>=1.1,<2',
         'numpy>=2.0',
@@ -20,9 +25,16 @@ setuptools.setup(
         'orbax-checkpoint>=0.12.8,<0.13',
         'sentencepiece>=0.2.1,<0.3',
         'tensorboardX>=2.6',
+        # Read without TensorFlow (ArrayRecord-format datasets); TFRecord ones
+        # also need tensorflow-cpu.
+        'tensorflow-datasets>=4.9.10,<5',
+        'tqdm>=4.66',
     ],
     extras_require={
         # torch is pinned: an unpinned torch pulls several GB of CUDA packages.
-        'test': ['pytest>=8', 'torch==2.13.0', 'transformers==5.23.0'],
+        # tensorflow-cpu: builds and streams a TFRecord-format TFDS dataset in
+        # the tests (reading ArrayRecord-format ones needs no TensorFlow).
+        'test': ['pytest>=8', 'tensorflow-cpu==2.21.0', 'torch==2.13.0',
+                 'transformers==5.23.0'],
     },
 )

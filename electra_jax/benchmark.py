@@ -2,13 +2,21 @@
 
   python -m electra_jax.benchmark --config=configs/small.py --config.batch_size=16
 
+With --input_corpus=SPEC it also prepares that corpus (tokenizer from
+config.data) and measures preparation (MB of text/s per core) and the Grain
+input pipeline (examples/s, host batches made into global arrays), and prints
+how many times faster the input is than the train step consumes examples.
+
 Batches are synthetic full-length rows ([CLS], random ids, [SEP]): the step's
 cost does not depend on which tokens it sees. Each timed step is waited for,
 warm-up steps are excluded, and the table gives the median with min and max.
 On CPU, MFU is relative to a float32 matmul peak measured in the same run.
 """
 
+import dataclasses
+import os
 import statistics
+import tempfile
 import time
 
 from absl import app, flags
@@ -18,7 +26,7 @@ from ml_collections import config_flags
 import numpy as np
 
 from electra_jax import config_lib, flops, sharding, train
-from electra_jax.data import tokenizers
+from electra_jax.data import pipeline, prepare, tokenizers
 
 _CONFIG = config_flags.DEFINE_config_file('config', None, 'Path to a config file.',
                                           lock_config=True)
@@ -27,6 +35,11 @@ _WARMUP = flags.DEFINE_integer('warmup', 3, 'Untimed steps after compilation.')
 _BASELINE = flags.DEFINE_enum('baseline', None, ['hf'], 'Also time this baseline in the same '
                               'process (hf: benchmarks/hf_baseline.py, HF transformers in '
                               'PyTorch; run from the repository root) and print the ratio.')
+_INPUT_CORPUS = flags.DEFINE_string('input_corpus', None, 'Also benchmark preparing and '
+                                    'reading this corpus spec (see prepare_data).')
+_INPUT_DIR = flags.DEFINE_string('input_dir', None, 'Where --input_corpus is prepared; must '
+                                 'not exist yet (default: a temporary directory).')
+_INPUT_SECONDS = flags.DEFINE_float('input_seconds', 20.0, 'How long to read batches.')
 flags.mark_flags_as_required(['config'])
 
 # The special-token ids of a tokenizer trained by electra_jax.
@@ -115,6 +128,39 @@ def run(config) -> dict[str, float]:
   return figures
 
 
+def run_input(config, corpus: str, directory: str, seconds: float) -> dict[str, float]:
+  """Prepares `corpus` into `directory`, then reads batches for `seconds`."""
+  if os.path.exists(directory):
+    raise ValueError(f'--input_dir={directory} exists; the preparation benchmark needs a '
+                     'fresh directory')
+  workers = config.data.prepare_workers or os.cpu_count() or 1
+  options = dataclasses.replace(prepare.PrepareOptions.from_config(config), corpus=corpus)
+  data = prepare.prepare(options, directory, num_workers=workers, progress=False,
+                         max_position_embeddings=config.model.max_position_embeddings)
+  print(prepare.summary(data))
+  prep_seconds = data.metadata['seconds_this_run']
+  mb = data.metadata['counts']['text_bytes'] / 1e6
+
+  mesh = sharding.make_mesh(config.mesh)
+  batch_sharding = sharding.batch_sharding(mesh, config.mesh.logical_axis_rules)
+  batches = pipeline.train_iterator(data, config, process_index=jax.process_index(),
+                                    process_count=jax.process_count())
+  jax.block_until_ready(sharding.make_global_batch(next(batches), batch_sharding))
+  count, start = 0, time.perf_counter()
+  while time.perf_counter() - start < seconds:
+    jax.block_until_ready(sharding.make_global_batch(next(batches), batch_sharding))
+    count += 1
+  elapsed = time.perf_counter() - start
+  batches.close()
+  figures = {'prepare_mb_per_s_per_core': mb / prep_seconds / workers,
+             'input_examples_per_s': count * config.batch_size / elapsed}
+  print(f'prepare: {mb:,.1f} MB of text in {prep_seconds:.1f} s with {workers} processes = '
+        f'{mb / prep_seconds:.2f} MB/s, {figures["prepare_mb_per_s_per_core"]:.2f} MB/s per core')
+  print(f'input: {figures["input_examples_per_s"]:,.0f} examples/s '
+        f'({count} global batches of {config.batch_size} in {elapsed:.1f} s)')
+  return figures
+
+
 def main(argv: list[str]) -> None:
   if len(argv) > 1:
     raise app.UsageError(f'Unexpected arguments: {argv[1:]}')
@@ -128,6 +174,11 @@ def main(argv: list[str]) -> None:
     baseline = config.batch_size * config.max_seq_length / statistics.median(times)
     print(f'baseline tokens/s: {baseline:,.0f}')
     print(f'ratio: {ours["tokens_per_s"] / baseline:.2f}')
+  if _INPUT_CORPUS.value:
+    directory = _INPUT_DIR.value or os.path.join(tempfile.mkdtemp(), 'prepared')
+    data = run_input(config, _INPUT_CORPUS.value, directory, _INPUT_SECONDS.value)
+    print(f'input / train step: {data["input_examples_per_s"] / ours["examples_per_s"]:,.0f}x '
+          'the examples the step consumes')
 
 
 if __name__ == '__main__':

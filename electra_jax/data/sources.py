@@ -111,14 +111,18 @@ def read_documents(unit: WorkUnit, options: ReadOptions,
     yield from ([line] for line in lines if line)
   elif unit.kind == 'jsonl':
     yield from _jsonl_documents(unit.path, lines, options.text_field)
-  else:  # 'text' and 'wiki': blank lines (and <doc> tags) end a document.
+  else:
+    # WikiExtractor documents end at </doc> (a blank line follows each
+    # title); plain-text documents end at a blank line.
+    wiki = unit.kind == 'wiki'
     doc: Document = []
     for line in lines:
-      if line and not (unit.kind == 'wiki' and (line.startswith('<doc ') or line == '</doc>')):
-        doc.append(line)
-      elif doc:
-        yield doc
+      if wiki and (line.startswith('<doc ') or line == '</doc>') or not wiki and not line:
+        if doc:
+          yield doc
         doc = []
+      elif line:
+        doc.append(line)
     if doc:
       yield doc
 
