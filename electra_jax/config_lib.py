@@ -162,3 +162,5 @@ def validate(config: ml_collections.ConfigDict, *, check_data: bool = True) -> N
     _require(0 <= d[key] <= 1, f'data.{key}', f'must be in [0, 1], got {d[key]}')
   for key in ('read_threads', 'prefetch_batches'):
     _require(d[key] > 0, f'data.{key}', f'must be > 0, got {d[key]}')
+  _require(d.worker_processes >= 0, 'data.worker_processes',
+           f'must be >= 0, got {d.worker_processes}')

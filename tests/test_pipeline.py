@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 
+from absl import flags
 import numpy as np
 import pytest
 
@@ -25,9 +26,10 @@ def prepared(tmp_path_factory) -> shards.PreparedData:
                          progress=False)
 
 
-def _config(batch_size: int = 8, seed: int = 0):
+def _config(batch_size: int = 8, seed: int = 0, worker_processes: int = 0):
   config = tiny.get_config()
   config.batch_size, config.seed = batch_size, seed
+  config.data.worker_processes = worker_processes
   config.model.vocab_size = 30522
   return config
 
@@ -52,23 +54,34 @@ def test_batches_are_deterministic_per_seed(prepared):
 
 _RESUME = """
 import json, sys
+from absl import flags
 from tests import test_pipeline as t
 from electra_jax.data import pipeline, shards
+flags.FLAGS.mark_as_parsed()  # Grain's worker processes read absl flags.
 data = shards.PreparedData.load(sys.argv[1])
-it = pipeline.train_iterator(data, t._config(), process_index=0, process_count=1)
+it = pipeline.train_iterator(data, t._config(worker_processes=int(sys.argv[3])),
+                             process_index=0, process_count=1)
 it.set_state(json.loads(sys.argv[2]))
 print(json.dumps([b.tolist() for b in t._take(it, 3)]))
 it.close()
 """
 
 
-def test_iterator_state_resumes_exactly_in_a_new_process(prepared):
-  iterator = pipeline.train_iterator(prepared, _config(), process_index=0, process_count=1)
+@pytest.mark.parametrize('worker_processes', [0, 2])
+def test_iterator_state_resumes_exactly_in_a_new_process(prepared, worker_processes):
+  flags.FLAGS.mark_as_parsed()
+  iterator = pipeline.train_iterator(prepared, _config(worker_processes=worker_processes),
+                                     process_index=0, process_count=1)
   _take(iterator, 5)
   state = iterator.get_state()
   expected = _take(iterator, 3)
   iterator.close()
-  result = subprocess.run([sys.executable, '-c', _RESUME, prepared.directory, json.dumps(state)],
+  # Threads or worker processes read the same batches in the same order.
+  single = pipeline.train_iterator(prepared, _config(), process_index=0, process_count=1)
+  np.testing.assert_array_equal(np.stack(_take(single, 8)[5:]), np.stack(expected))
+  single.close()
+  result = subprocess.run([sys.executable, '-c', _RESUME, prepared.directory, json.dumps(state),
+                           str(worker_processes)],
                           cwd=REPO, capture_output=True, text=True, timeout=120)
   assert result.returncode == 0, result.stderr[-2000:]
   resumed = json.loads(result.stdout.strip().splitlines()[-1])

@@ -2,8 +2,9 @@
 
 The examples of all shards form one random-access dataset. Grain shuffles it
 globally with the config's seed (a new order every epoch), repeats it, gives
-process p of P the elements p, p + P, p + 2P, ..., decodes and batches them,
-and prefetches batches in background threads. Masking is not done here: it
+process p of P the elements p, p + P, p + 2P, ..., batches and decodes them,
+and prefetches batches in a background thread, or in worker processes when
+config.data.worker_processes > 0. Masking is not done here: it
 happens on device, inside the train step, fresh at every step.
 
 The iterator is deterministic and checkpointable: `get_state()` after k
@@ -60,8 +61,10 @@ def check_compatible(data: shards.PreparedData, config: ml_collections.ConfigDic
         f'{data.max_seq_length} or prepare the data at this length')
 
 
-def _decode(raw: bytes, *, dtype: np.dtype, max_seq_length: int, pad_id: int) -> Batch:
-  return examples.decode_record(np.frombuffer(raw, dtype), max_seq_length, pad_id)
+def _decode_batch(raws: list[bytes], *, dtype: np.dtype, max_seq_length: int,
+                  pad_id: int) -> Batch:
+  return examples.decode_records([np.frombuffer(raw, dtype) for raw in raws], max_seq_length,
+                                 pad_id)
 
 
 def train_iterator(data: shards.PreparedData, config: ml_collections.ConfigDict, *,
@@ -74,17 +77,22 @@ def train_iterator(data: shards.PreparedData, config: ml_collections.ConfigDict,
   if config.batch_size % process_count:
     raise config_lib.ConfigError(f'config.batch_size: {config.batch_size} does not split over the '
                                  f'{process_count} processes; use a multiple of it')
-  decode = functools.partial(_decode, dtype=data.dtype, max_seq_length=data.max_seq_length,
-                             pad_id=data.special_ids.pad)
+  decode = functools.partial(_decode_batch, dtype=data.dtype,
+                             max_seq_length=data.max_seq_length, pad_id=data.special_ids.pad)
   dataset = (grain.MapDataset.source(grain.sources.ArrayRecordDataSource(data.shard_paths()))
              .shuffle(seed=config.seed)
              .repeat(num_epochs))
-  dataset = (dataset[process_index::process_count]
-             .map(decode)
-             .batch(config.batch_size // process_count, drop_remainder=True))
-  threaded = dataset.to_iter_dataset(grain.ReadOptions(
+  # Records are decoded a whole batch at a time, which is several times
+  # faster than decoding and stacking them one by one.
+  dataset = dataset[process_index::process_count].batch(
+      config.batch_size // process_count, drop_remainder=True, batch_fn=decode)
+  reading = dataset.to_iter_dataset(grain.ReadOptions(
       num_threads=config.data.read_threads,
       prefetch_buffer_size=config.data.prefetch_batches))
+  if config.data.worker_processes:
+    # Worker processes escape the GIL; each prepares whole batches.
+    return iter(reading.mp_prefetch(grain.MultiprocessingOptions(
+        num_workers=config.data.worker_processes,
+        per_worker_buffer_size=config.data.prefetch_batches)))
   return iter(grain.experimental.ThreadPrefetchIterDataset(
-      threaded, prefetch_buffer_size=config.data.prefetch_batches))
-
+      reading, prefetch_buffer_size=config.data.prefetch_batches))
