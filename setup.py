@@ -34,7 +34,8 @@ setuptools.setup(
         # torch is pinned: an unpinned torch pulls several GB of CUDA packages.
         # tensorflow-cpu: builds and streams a TFRecord-format TFDS dataset in
         # the tests (reading ArrayRecord-format ones needs no TensorFlow).
-        'test': ['pytest>=8', 'tensorflow-cpu==2.21.0', 'torch==2.13.0',
-                 'transformers==5.23.0'],
+        # pytest-xdist: the suite runs on 2 worker processes, one test file each.
+        'test': ['pytest>=8', 'pytest-xdist>=3.5,<4', 'tensorflow-cpu==2.21.0',
+                 'torch==2.13.0', 'transformers==5.23.0'],
     },
 )

@@ -146,6 +146,33 @@ def get_config() -> ml_collections.ConfigDict:
 
   # --- Logging and checkpoints -----------------------------------------------
   config.log_every_steps = 100
-  config.checkpoint_every_steps = 5_000
-  config.max_checkpoints_to_keep = 3
+  # Compiled programs are kept here and reused by later runs with the same
+  # program (a restart after preemption compiles in seconds); '' turns it off.
+  # Setting JAX_COMPILATION_CACHE_DIR in the environment does the same.
+  config.compilation_cache_dir = ''
+  # A step whose loss or gradients are NaN or Inf is not applied. This many in
+  # a row stop the run, leaving the last checkpoint (which never holds an
+  # applied non-finite update) as it is.
+  config.max_consecutive_nonfinite_steps = 10
+
+  config.checkpoint = ml_collections.ConfigDict()
+  # Saves every every_steps steps (the released code: 1000) and at least
+  # every every_minutes minutes (0: off), asynchronously, and at the end.
+  config.checkpoint.every_steps = 1_000
+  config.checkpoint.every_minutes = 30.0
+  # Keeps the newest `keep` (the released code: 5) plus every checkpoint whose
+  # step is a multiple of keep_every_steps (0: none).
+  config.checkpoint.keep = 5
+  config.checkpoint.keep_every_steps = 100_000
+  # A failed save (full disk, lost bucket) is reported and training goes on,
+  # the previous checkpoint still valid; this many failures in a row stop the
+  # run, since work that cannot be saved would be lost.
+  config.checkpoint.max_failed_saves_in_a_row = 3
+  # Another run's workdir: start from its newest parameters (not its optimizer
+  # state or step), e.g. for continued pretraining with a new schedule. Used
+  # only when this workdir has no checkpoint of its own.
+  config.checkpoint.init_from = ''
+  # Resuming refuses a checkpoint whose architecture keys or tokenizer differ
+  # from this config's; True resumes anyway.
+  config.checkpoint.allow_config_change = False
   return config

@@ -24,5 +24,5 @@ def get_config() -> ml_collections.ConfigDict:
   config.num_train_steps = 300
   config.data.spm_sample_sentences = 50_000
   config.log_every_steps = 20
-  config.checkpoint_every_steps = 1_000
+  config.checkpoint.every_steps = 100
   return config

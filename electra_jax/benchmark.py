@@ -2,6 +2,11 @@
 
   python -m electra_jax.benchmark --config=configs/small.py --config.batch_size=16
 
+With --checkpoint it also saves checkpoints between steps as the train loop
+does, and prints how long the loop is blocked (the step-time blip), how long
+the background write takes, the checkpoint's size on disk and the time to
+restore it.
+
 With --input_corpus=SPEC it also prepares that corpus (tokenizer from
 config.data) and measures preparation (MB of text/s per core) and the Grain
 input pipeline (examples/s, host batches made into global arrays), and prints
@@ -15,6 +20,7 @@ On CPU, MFU is relative to a float32 matmul peak measured in the same run.
 
 import dataclasses
 import os
+import shutil
 import statistics
 import tempfile
 import time
@@ -25,7 +31,7 @@ import jax.numpy as jnp
 from ml_collections import config_flags
 import numpy as np
 
-from electra_jax import config_lib, flops, sharding, train
+from electra_jax import checkpointing, config_lib, flops, sharding, train
 from electra_jax.data import pipeline, prepare, tokenizers
 
 _CONFIG = config_flags.DEFINE_config_file('config', None, 'Path to a config file.',
@@ -35,6 +41,10 @@ _WARMUP = flags.DEFINE_integer('warmup', 3, 'Untimed steps after compilation.')
 _BASELINE = flags.DEFINE_enum('baseline', None, ['hf'], 'Also time this baseline in the same '
                               'process (hf: benchmarks/hf_baseline.py, HF transformers in '
                               'PyTorch; run from the repository root) and print the ratio.')
+_CHECKPOINT = flags.DEFINE_boolean('checkpoint', False, 'Also time async checkpoint saves '
+                                   'in the loop, their size on disk and the restore.')
+_CHECKPOINT_DIR = flags.DEFINE_string('checkpoint_dir', None, 'Where --checkpoint writes '
+                                      '(default: a temporary directory, removed after).')
 _INPUT_CORPUS = flags.DEFINE_string('input_corpus', None, 'Also benchmark preparing and '
                                     'reading this corpus spec (see prepare_data).')
 _INPUT_DIR = flags.DEFINE_string('input_dir', None, 'Where --input_corpus is prepared; must '
@@ -101,6 +111,10 @@ def run(config) -> dict[str, float]:
       jax.block_until_ready(metrics)
       times.append(time.perf_counter() - start)
 
+    if _CHECKPOINT.value:
+      checkpoint_figures = time_checkpoints(config, state, step, batch,
+                                            _CHECKPOINT_DIR.value or tempfile.mkdtemp())
+
   step_s = statistics.median(times)
   model_flops = flops.train_step_flops(config)
   peak = flops.device_peak_flops(device.device_kind)
@@ -125,6 +139,69 @@ def run(config) -> dict[str, float]:
         f'{figures["model_tflops_per_s"]:>9.3f} {figures["mfu"]:>7.1%} {peak_memory:>13}')
   print(f'model FLOPs per step {model_flops:.3e}; MFU against the {peak_source} '
         f'({peak / 1e12:.3f} TFLOP/s over {jax.device_count()} devices)')
+  if _CHECKPOINT.value:
+    figures.update(checkpoint_figures)
+  return figures
+
+
+def _timed(fn, *args):
+  start = time.perf_counter()
+  result = fn(*args)
+  jax.block_until_ready(result)
+  return result, time.perf_counter() - start
+
+
+def _disk_bytes(path: str) -> int:
+  return sum(os.path.getsize(os.path.join(root, name))
+             for root, _, names in os.walk(path) for name in names)
+
+
+def time_checkpoints(config, state, step, batch, workdir: str,
+                     saves: int = 3) -> dict[str, float]:
+  """Saves `saves` checkpoints between steps as the train loop does, then restores
+  the newest; prints and returns the loop's blip, write time, size and restore time."""
+  manager = checkpointing.create_manager(workdir, config)
+  saver = checkpointing.AsyncSaver(manager, max_failures_in_a_row=1)
+  meta = checkpointing.checkpoint_meta(config, 0, {'file': 'synthetic'}, 'synthetic')
+  plain, with_save, during_write, written = [], [], [], []
+  for i in range(saves):
+    (state, _), seconds = _timed(step, state, batch)
+    plain.append(seconds)
+    # As in the train loop: the save is called right after the step is
+    # dispatched, so it waits for the step, then copies the state to the host.
+    start = time.perf_counter()
+    state, metrics = step(state, batch)
+    saver.save(i + 1, state, {'next_index': 0}, meta)
+    jax.block_until_ready(metrics)
+    with_save.append(time.perf_counter() - start)
+    (state, _), seconds = _timed(step, state, batch)  # While the write goes on.
+    during_write.append(seconds)
+    saver.wait()
+    written.append(time.perf_counter() - start)
+  manager.close()
+  size = _disk_bytes(os.path.join(checkpointing.checkpoint_dir(workdir), str(saves)))
+
+  abstract = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding),
+                          state)
+  manager = checkpointing.create_manager(workdir, config)
+  restored, restore_s = _timed(
+      lambda: checkpointing.restore_latest(manager, abstract, lambda *_: True).state)
+  manager.close()
+  del restored
+  if not _CHECKPOINT_DIR.value:
+    shutil.rmtree(workdir)
+
+  median = statistics.median
+  figures = {'checkpoint_step_blip_s': median(with_save) - median(plain),
+             'checkpoint_next_step_blip_s': median(during_write) - median(plain),
+             'checkpoint_write_s': median(written), 'checkpoint_bytes': size,
+             'restore_s': restore_s}
+  print(f'checkpoint: {_mib(size)} on disk. Step with a save {median(with_save) * 1e3:.0f} ms, '
+        f'the next step (write in flight) {median(during_write) * 1e3:.0f} ms, a plain step '
+        f'{median(plain) * 1e3:.0f} ms: blips {figures["checkpoint_step_blip_s"] * 1e3:+.0f} '
+        f'and {figures["checkpoint_next_step_blip_s"] * 1e3:+.0f} ms; the write is done '
+        f'{median(written):.2f} s after the save starts (medians of {saves})')
+  print(f'restore: {restore_s:.2f} s for {_mib(size)}')
   return figures
 
 
@@ -164,6 +241,7 @@ def run_input(config, corpus: str, directory: str, seconds: float) -> dict[str, 
 def main(argv: list[str]) -> None:
   if len(argv) > 1:
     raise app.UsageError(f'Unexpected arguments: {argv[1:]}')
+  checkpointing.hide_orbax_info_logs()
   config = _CONFIG.value
   ours = run(config)
   if _BASELINE.value == 'hf':

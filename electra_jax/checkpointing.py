@@ -1,47 +1,287 @@
-"""Orbax checkpoints of the train state and the input position in `workdir/checkpoints`."""
+"""Orbax checkpoints in WORKDIR/checkpoints: what they hold, when they are kept, how runs resume.
 
+A checkpoint `checkpoints/STEP` holds three items, none of them pickled:
+  state  the train state (parameters of both networks, optimizer state, step)
+         as tensorstore arrays, restorable onto any mesh;
+  data   the input iterator's position (JSON);
+  meta   the config that produced it, the tokenizer reference and the RNG
+         recipe (JSON). Every random draw is fold_in(key(seed), step), so the
+         seed and the step are the whole RNG state.
+
+Saves are asynchronous: the loop blocks only while arrays are copied off the
+device. Orbax writes each checkpoint to a temporary directory and renames it
+when complete, so a crash mid-save leaves the previous checkpoints valid. On
+restart the newest checkpoint that restores is used; unreadable ones are moved
+aside with a warning, never silently replaced by a fresh start.
+"""
+
+from collections.abc import Callable
+import dataclasses
+import json
+import logging as std_logging
 import os
+import time
 from typing import Any
 
 from absl import logging
-import grain
+from etils import epath
 import ml_collections
 import orbax.checkpoint as ocp
+from orbax.checkpoint.checkpoint_managers import preservation_policy, save_decision_policy
+
+# Config keys that fix the parameters' shapes and meaning: a checkpoint from a
+# config that differs in one of them cannot continue under this config.
+ARCHITECTURE_KEYS = (
+    'model.vocab_size', 'model.embedding_size', 'model.hidden_size', 'model.num_layers',
+    'model.max_position_embeddings', 'model.type_vocab_size', 'model.generator_hidden_fraction',
+    'model.untie_embeddings', 'model.scan_layers',
+)
+
+
+class _HideOrbaxInfo(std_logging.Filter):
+
+  def filter(self, record: std_logging.LogRecord) -> bool:
+    return (record.levelno >= std_logging.WARNING or f'{os.sep}orbax{os.sep}' not in
+            record.pathname or logging.get_verbosity() >= logging.DEBUG)
+
+
+def hide_orbax_info_logs() -> None:
+  """Hides orbax's INFO lines (dozens per checkpoint, burying the training log)
+  unless --verbosity=1 or more; its warnings and errors always show."""
+  logging.get_absl_handler().addFilter(_HideOrbaxInfo())
+
+
+class CheckpointError(RuntimeError):
+  """No usable checkpoint where one was expected, or one from another config."""
+
+
+def checkpoint_dir(workdir: str) -> epath.Path:
+  """WORKDIR/checkpoints; local paths are made absolute, gs:// paths kept as they are."""
+  path = epath.Path(workdir) / 'checkpoints'
+  return path if '://' in str(workdir) else path.absolute()
 
 
 def create_manager(workdir: str, config: ml_collections.ConfigDict) -> ocp.CheckpointManager:
-  """Async saves every `checkpoint_every_steps`, keeping the newest few."""
+  """Async saves every `checkpoint.every_steps`; keeps the newest `keep` and every `keep_every`."""
+  c = config.checkpoint
+  keep: list[Any] = [preservation_policy.LatestN(c.keep)]
+  if c.keep_every_steps:
+    keep.append(preservation_policy.EveryNSteps(c.keep_every_steps))
   options = ocp.CheckpointManagerOptions(
-      save_interval_steps=config.checkpoint_every_steps,
-      max_to_keep=config.max_checkpoints_to_keep,
-      enable_async_checkpointing=True)
-  return ocp.CheckpointManager(os.path.abspath(os.path.join(workdir, 'checkpoints')),
-                               options=options)
+      save_decision_policy=save_decision_policy.FixedIntervalPolicy(c.every_steps),
+      preservation_policy=preservation_policy.AnyPreservationPolicy(keep),
+      enable_async_checkpointing=True,
+      cleanup_tmp_directories=True)
+  return ocp.CheckpointManager(checkpoint_dir(workdir), options=options)
 
 
-def restore_latest(manager: ocp.CheckpointManager,
-                   abstract_state: Any) -> tuple[Any, dict[str, Any]] | None:
-  """(train state laid out as `abstract_state`, input iterator state) of the newest
-  checkpoint, or None when there is none."""
+@dataclasses.dataclass
+class Restored:
+  step: int
+  state: Any
+  data: dict[str, Any] | None
+  meta: dict[str, Any]
+  seconds: float
+
+
+def _restore_meta(manager: ocp.CheckpointManager, step: int) -> dict[str, Any]:
+  return manager.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore())).meta
+
+
+def _restore(manager: ocp.CheckpointManager, step: int, abstract_state: Any,
+             with_data: bool) -> Restored:
+  start = time.perf_counter()
+  items = {'state': ocp.args.StandardRestore(abstract_state), 'meta': ocp.args.JsonRestore()}
+  if with_data:
+    items['data'] = ocp.args.JsonRestore()
+  restored = manager.restore(step, args=ocp.args.Composite(**items))
+  return Restored(step, restored.state, restored.get('data'), restored.meta,
+                  time.perf_counter() - start)
+
+
+def restore_latest(manager: ocp.CheckpointManager, abstract_state: Any,
+                   check_meta: Callable[[int, dict[str, Any]], bool]) -> Restored | None:
+  """The newest checkpoint that restores, laid out as `abstract_state` (shapes and
+  shardings, so a different mesh works); None when the workdir has none.
+
+  `check_meta(step, meta)` runs on each candidate's metadata before its arrays
+  are read: it raises to refuse the checkpoint, and returns whether the
+  checkpoint's model matches this config. A matching checkpoint that fails to
+  restore is damaged: it is renamed `STEP.unreadable-TIME` with a warning and
+  the next older one is tried; if every one fails, CheckpointError. One from a
+  changed model that fails to restore is left alone.
+  """
+  failures = []
+  for step in sorted(manager.all_steps(), reverse=True):
+    try:
+      meta = _restore_meta(manager, step)
+    except Exception as e:  # Orbax and tensorstore raise many types for damaged files.
+      failures.append(_set_aside(manager, step, e))
+      continue
+    matches = check_meta(step, meta)
+    try:
+      return _restore(manager, step, abstract_state, with_data=True)
+    except Exception as e:
+      if not matches:
+        raise CheckpointError(f'{manager.directory}/{step} does not restore under the changed '
+                              f'config ({_brief(e)}); use a new '
+                              'workdir, or config.checkpoint.init_from') from None
+      failures.append(_set_aside(manager, step, e))
+  if failures:
+    raise CheckpointError(f'{manager.directory}: no checkpoint could be restored '
+                          f'({"; ".join(failures)}); fix or remove them, or use a new workdir')
+  return None
+
+
+def check_latest(manager: ocp.CheckpointManager,
+                 check_meta: Callable[[int, dict[str, Any]], bool]) -> None:
+  """Runs `check_meta` on the newest checkpoint's metadata, so that a config
+  mismatch stops the run before anything is compiled. Unreadable metadata is
+  left for `restore_latest` to handle."""
   step = manager.latest_step()
   if step is None:
-    return None
-  logging.info('Restoring the train state from step %d in %s', step, manager.directory)
-  restored = manager.restore(step, args=ocp.args.Composite(
-      state=ocp.args.StandardRestore(abstract_state), data=ocp.args.JsonRestore()))
-  return restored.state, restored.data
+    return
+  try:
+    meta = _restore_meta(manager, step)
+  except Exception:  # Damaged: restore_latest reports it and falls back.
+    return
+  check_meta(step, meta)
 
 
-def save(manager: ocp.CheckpointManager, step: int, state: Any,
-         batches: grain.DatasetIterator, *, force: bool = False) -> bool:
-  """Starts an async save if the interval (or `force`) says so.
+def _brief(error: Exception, limit: int = 600) -> str:
+  """`Type: message`, its middle elided when long: tensorstore puts the path
+  first and the OS error (e.g. 'No space left on device') last."""
+  text = str(error)
+  if len(text) > limit:
+    text = f'{text[:limit // 2]} ... {text[-limit // 2:]}'
+  return f'{type(error).__name__}: {text}'
 
-  The iterator's position is read now, before the loop draws the next batch.
-  Every process draws one batch per step, so all processes are at the same
-  position and the primary process's state stands for them all.
+
+def _set_aside(manager: ocp.CheckpointManager, step: int, error: Exception) -> str:
+  """Renames an unreadable checkpoint out of the way; returns a description."""
+  reason = _brief(error)
+  aside = manager.directory / f'{step}.unreadable-{int(time.time())}'
+  (manager.directory / str(step)).rename(aside)
+  manager.reload()
+  logging.warning('Checkpoint %d in %s cannot be restored (%s); moved it to %s and trying '
+                  'the previous one', step, manager.directory, reason, aside)
+  return f'{step}: {reason}'
+
+
+def restore_params(source: str, abstract_state: Any) -> tuple[Any, int]:
+  """The parameters of the newest checkpoint in another run's workdir, and its step."""
+  path = checkpoint_dir(source)
+  if not path.exists():
+    raise CheckpointError(f'config.checkpoint.init_from: {source} has no checkpoints/ folder; '
+                          'point it at the workdir of a pretraining run')
+  manager = ocp.CheckpointManager(path, options=ocp.CheckpointManagerOptions(read_only=True))
+  step = manager.latest_step()
+  if step is None:
+    raise CheckpointError(f'config.checkpoint.init_from: {path} holds no checkpoint')
+  restored = _restore(manager, step, abstract_state, with_data=False)
+  manager.close()
+  return restored.state.params, step
+
+
+def _flatten(tree: dict[str, Any], prefix: str = '') -> dict[str, Any]:
+  flat = {}
+  for key, value in tree.items():
+    if isinstance(value, dict):
+      flat.update(_flatten(value, f'{prefix}{key}.'))
+    else:
+      flat[f'{prefix}{key}'] = value
+  return flat
+
+
+def config_differences(saved: dict[str, Any],
+                       config: ml_collections.ConfigDict) -> dict[str, tuple[Any, Any]]:
+  """{key: (saved value, current value)} for every config key that differs."""
+  before, now = _flatten(saved), _flatten(json.loads(config.to_json_best_effort()))
+  return {k: (before.get(k), now.get(k)) for k in sorted(set(before) | set(now))
+          if before.get(k) != now.get(k)}
+
+
+def checkpoint_meta(config: ml_collections.ConfigDict, step: int,
+                    tokenizer: dict[str, Any], data_dir: str) -> dict[str, Any]:
+  """What a checkpoint records besides arrays: config, tokenizer, RNG recipe."""
+  return {
+      'step': step,
+      'config': json.loads(config.to_json_best_effort()),
+      'tokenizer': tokenizer,
+      'data_dir': data_dir,
+      'rng': {'seed': config.seed, 'draws': 'jax.random.fold_in(jax.random.key(seed), step)'},
+  }
+
+
+def save(manager: ocp.CheckpointManager, step: int, state: Any, data_state: dict[str, Any],
+         meta: dict[str, Any]) -> None:
+  """Starts an async save of `state`, the input iterator's position and `meta`.
+
+  Every process draws one batch per step, so all processes' iterators are at
+  the same position and the primary process's JSON stands for them all.
   """
-  if not (force or manager.should_save(step)):
-    return False
   args = ocp.args.Composite(state=ocp.args.StandardSave(state),
-                            data=ocp.args.JsonSave(batches.get_state()))
-  return manager.save(step, args=args, force=force)
+                            data=ocp.args.JsonSave(data_state),
+                            meta=ocp.args.JsonSave(meta))
+  manager.save(step, args=args, force=True)
+
+
+class AsyncSaver:
+  """Starts async saves for the train loop and reports each one's outcome.
+
+  Orbax raises a background write's error (a full disk, a lost bucket) only
+  when it is next waited for; this class waits for the previous save before
+  starting the next, so an error is reported against the step it belongs to.
+  A failed save leaves the older checkpoints valid and training goes on, in
+  case the failure is passing; `max_failures_in_a_row` failures stop the run,
+  since work that cannot be saved would be lost anyway.
+  """
+
+  def __init__(self, manager: ocp.CheckpointManager, max_failures_in_a_row: int):
+    self._manager = manager
+    self._max_failures = max_failures_in_a_row
+    self._pending: int | None = None
+    self._failures = 0
+    self.last_failure: str | None = None
+
+  def save(self, step: int, state: Any, data_state: dict[str, Any],
+           meta: dict[str, Any]) -> float:
+    """Starts saving `step`; returns the seconds the caller was blocked."""
+    start = time.perf_counter()
+    self._collect()
+    try:
+      save(self._manager, step, state, data_state, meta)
+      self._pending = step
+    except Exception as e:  # Orbax and tensorstore raise many types for failed I/O.
+      self._failed(step, e)
+    return time.perf_counter() - start
+
+  def wait(self) -> None:
+    """Waits for the save in flight; raises CheckpointError if it failed."""
+    self._collect()
+    if self.last_failure is not None:
+      raise CheckpointError(self.last_failure)
+
+  def _collect(self) -> None:
+    if self._pending is None:
+      return
+    step, self._pending = self._pending, None
+    try:
+      self._manager.wait_until_finished()
+    except Exception as e:
+      self._failed(step, e)
+    else:
+      self._failures, self.last_failure = 0, None
+      logging.info('Saved the checkpoint of step %d in %s', step, self._manager.directory)
+
+  def _failed(self, step: int, error: Exception) -> None:
+    self._failures += 1
+    self.last_failure = (
+        f'saving the checkpoint of step {step} in {self._manager.directory} failed '
+        f'({_brief(error)}); the newest valid checkpoint is step '
+        f'{self._manager.latest_step()}. Free space or fix access to the workdir, then rerun '
+        'to resume from it')
+    logging.error('%s', self.last_failure)
+    if self._failures >= self._max_failures:
+      raise CheckpointError(f'{self._failures} saves in a row failed; stopping, since the '
+                            f'work done could not be kept. Last: {self.last_failure}')

@@ -85,9 +85,17 @@ def validate(config: ml_collections.ConfigDict, *, check_data: bool = True) -> N
   """Raises ConfigError naming the first bad key, before any work starts."""
   m, o = config.model, config.objective
   for key in ('batch_size', 'max_seq_length', 'num_train_steps', 'log_every_steps',
-              'checkpoint_every_steps', 'max_checkpoints_to_keep'):
+              'max_consecutive_nonfinite_steps'):
     _require(isinstance(config[key], int) and config[key] > 0, key,
              f'must be a positive integer, got {config[key]!r}')
+  c = config.checkpoint
+  for key in ('every_steps', 'keep', 'max_failed_saves_in_a_row'):
+    _require(isinstance(c[key], int) and c[key] > 0, f'checkpoint.{key}',
+             f'must be a positive integer, got {c[key]!r}')
+  _require(isinstance(c.keep_every_steps, int) and c.keep_every_steps >= 0,
+           'checkpoint.keep_every_steps', f'must be an integer >= 0, got {c.keep_every_steps!r}')
+  _require(c.every_minutes >= 0, 'checkpoint.every_minutes',
+           f'must be >= 0 (0: no time-based saves), got {c.every_minutes}')
   _require(config.learning_rate > 0, 'learning_rate',
            f'must be > 0, got {config.learning_rate}')
   _require(0 <= config.warmup_steps, 'warmup_steps', 'must be >= 0')

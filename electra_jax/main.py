@@ -14,7 +14,7 @@ from absl import app, flags, logging
 import jax
 from ml_collections import config_flags
 
-from electra_jax import config_lib, train
+from electra_jax import checkpointing, config_lib, train
 from electra_jax.data import prepare
 
 _CONFIG = config_flags.DEFINE_config_file('config', None, 'Path to a config file in configs/.',
@@ -50,10 +50,12 @@ def _parse_flags(argv: list[str]) -> list[str]:
 def main(argv: list[str]) -> None:
   if len(argv) > 1:
     raise app.UsageError(f'Unexpected arguments: {argv[1:]}')
+  checkpointing.hide_orbax_info_logs()
   _maybe_initialize_distributed()
   try:
     train.train_and_evaluate(_CONFIG.value, _WORKDIR.value)
-  except (config_lib.ConfigError, FileNotFoundError, *prepare.INPUT_ERRORS) as e:
+  except (config_lib.ConfigError, FileNotFoundError, checkpointing.CheckpointError,
+          train.TrainingStopped, *prepare.INPUT_ERRORS) as e:
     logging.error('%s', e)
     sys.exit(f'error: {e}')
 

@@ -5,24 +5,27 @@ train step, checkpoint, loop.
 """
 
 from collections.abc import Callable, Mapping
+import contextlib
 import dataclasses
 import functools
-import os
+import signal
 import time
 from typing import Any
 
 from absl import logging
+from etils import epath
 import flax
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+from jax.experimental import multihost_utils
 from jax.sharding import NamedSharding, PartitionSpec
 import ml_collections
 import numpy as np
 import optax
 
 from electra_jax import checkpointing, config_lib, metric_writer, objective, optim, sharding
-from electra_jax.data import pipeline
+from electra_jax.data import pipeline, shards
 from electra_jax.model import ElectraPretrainingModel
 
 Batch = Mapping[str, jax.Array]
@@ -150,11 +153,19 @@ def make_train_step(config: ml_collections.ConfigDict, model: ElectraPretraining
     rng = jax.random.fold_in(jax.random.key(config.seed), state.step)
     with nn.logical_axis_rules(rules):
       grads, metrics = jax.grad(loss_fn, has_aux=True)(state.params, batch, rng)
+    grad_norm = optax.tree.norm(grads)
     updates, opt_state = tx.update(grads, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
-    metrics['grad_norm'] = optax.tree.norm(grads)
+    # A non-finite loss or gradient leaves parameters and optimizer state as
+    # they were; the step still counts, so the next one sees new data and RNG.
+    finite = jnp.isfinite(metrics['loss']) & jnp.isfinite(grad_norm)
+    keep_if_finite = lambda new, old: jax.tree.map(lambda n, o: jnp.where(finite, n, o), new, old)
+    metrics['grad_norm'] = grad_norm
     metrics['learning_rate'] = schedule(state.step)
-    return TrainState(step=state.step + 1, params=params, opt_state=opt_state), metrics
+    metrics['nonfinite_loss'] = (~jnp.isfinite(metrics['loss'])).astype(jnp.float32)
+    metrics['nonfinite_grads'] = (~jnp.isfinite(grad_norm)).astype(jnp.float32)
+    return TrainState(step=state.step + 1, params=keep_if_finite(params, state.params),
+                      opt_state=keep_if_finite(opt_state, state.opt_state)), metrics
 
   return train_step
 
@@ -206,17 +217,111 @@ class _ThroughputMeter:
             'examples_per_s': steps * self._examples / seconds}
 
 
-def _window_mean(window: list[Metrics]) -> dict[str, float]:
-  fetched = jax.device_get(window)
-  return {k: float(np.mean([m[k] for m in fetched])) for k in fetched[0]}
+class _MetricsLog:
+  """Per-step metrics, averaged over each window of `log_every_steps` and written
+  one step late, so that reading them never stalls the device."""
+
+  def __init__(self, writer: metric_writer.MetricWriter, meter: _ThroughputMeter,
+               config: ml_collections.ConfigDict):
+    self._writer, self._meter, self._config = writer, meter, config
+    self._window: list[Metrics] = []
+    self._ready: list[tuple[int, list[Metrics]]] = []
+
+  def add(self, step: int, metrics: Metrics) -> None:
+    """Step `step` (1-based: steps done) produced `metrics`."""
+    self._window.append(metrics)
+    if step % self._config.log_every_steps == 0 or step == self._config.num_train_steps:
+      self._ready.append((step, self._window))
+      self._window = []
+
+  def write(self, before_step: int | None = None) -> None:
+    """Writes the finished windows that end before `before_step` (all if None)."""
+    while self._ready and (before_step is None or self._ready[0][0] < before_step):
+      step, window = self._ready.pop(0)
+      fetched = jax.device_get(window)
+      means = {k: float(np.mean([m[k] for m in fetched])) for k in fetched[0]}
+      self._writer.write(step, {**means, **self._meter.measure(step)})  # Flushed to disk.
+
+
+class TrainingStopped(RuntimeError):
+  """The run stopped early for a reason the user must see (divergence, failed saves)."""
+
+
+class _Preemption:
+  """Notices SIGTERM, which TPU VMs and SLURM send before they preempt a job."""
+
+  def __init__(self):
+    self._received = False
+    self._previous = signal.signal(signal.SIGTERM, self._handle)
+
+  def _handle(self, signum, frame) -> None:
+    del signum, frame
+    logging.warning('Received SIGTERM: finishing this step, then saving a checkpoint')
+    self._received = True
+
+  def reached(self, step: int) -> bool:
+    """True at the step where every process should save and stop."""
+    if jax.process_count() > 1:
+      # Processes must stop at the same step; JAX's preemption service (set up
+      # by jax.distributed.initialize) agrees on one.
+      return multihost_utils.reached_preemption_sync_point(step)
+    return self._received
+
+  def close(self) -> None:
+    signal.signal(signal.SIGTERM, self._previous)
+
+
+def _count_nonfinite(step: int, metrics: Metrics, in_a_row: int) -> int:
+  """Logs a non-finite step (not applied by the train step); returns the streak length."""
+  flags = jax.device_get({k: metrics[k] for k in ('nonfinite_loss', 'nonfinite_grads')})
+  bad = [name for name, value in (('loss', flags['nonfinite_loss']),
+                                  ('gradients', flags['nonfinite_grads'])) if value]
+  if not bad:
+    return 0
+  logging.error('Step %d: non-finite %s (loss %s, grad_norm %s); the update was skipped',
+                step, ' and '.join(bad), float(jax.device_get(metrics['loss'])),
+                float(jax.device_get(metrics['grad_norm'])))
+  return in_a_row + 1
+
+
+def _resume_check(workdir: str, config: ml_collections.ConfigDict,
+                  data: shards.PreparedData) -> Callable[[int, dict[str, Any]], bool]:
+  """Refuses a checkpoint from a config with other architecture keys or tokenizer,
+  unless allowed; says whether the model matches."""
+
+  def check(step: int, meta: dict[str, Any]) -> bool:
+    differences = checkpointing.config_differences(meta['config'], config)
+    if meta['tokenizer'].get('sha256') != data.metadata['tokenizer']['sha256']:
+      differences['tokenizer'] = (meta['tokenizer'].get('file'),
+                                  data.metadata['tokenizer']['file'])
+    blocking = {k: v for k, v in differences.items()
+                if k in checkpointing.ARCHITECTURE_KEYS or k == 'tokenizer'}
+    listed = lambda d: '; '.join(f'{k}: {a!r} -> {b!r}' for k, (a, b) in d.items())
+    if blocking and not config.checkpoint.allow_config_change:
+      raise config_lib.ConfigError(
+          f'checkpoint.allow_config_change: {workdir} holds step {step} of a different model '
+          f'({listed(blocking)}); use a new workdir, or pass '
+          '--config.checkpoint.allow_config_change=true to resume anyway')
+    if differences:
+      logging.warning('Resuming step %d under a changed config: %s', step, listed(differences))
+    return not blocking
+
+  return check
+
+
+def _abstract(state: TrainState) -> Any:
+  return jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding),
+                      state)
 
 
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> TrainState:
   """Pretrains ELECTRA as `config` says; logs, TensorBoard and checkpoints go to `workdir`."""
   # --- Config
   config_lib.validate(config)
-  os.makedirs(workdir, exist_ok=True)
+  epath.Path(workdir).mkdir(parents=True, exist_ok=True)
   logging.info('Config:\n%s', config)
+  if config.compilation_cache_dir:
+    jax.config.update('jax_compilation_cache_dir', config.compilation_cache_dir)
 
   # --- Mesh
   mesh = sharding.make_mesh(config.mesh)
@@ -235,6 +340,10 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> Train
   batches = pipeline.train_iterator(data, config, process_index=jax.process_index(),
                                     process_count=jax.process_count())
 
+  manager = checkpointing.create_manager(workdir, config)
+  resume_check = _resume_check(workdir, config, data)
+  checkpointing.check_latest(manager, resume_check)
+
   with jax.set_mesh(mesh):
     # --- Model, state and train step
     state, train_step, batch_sharding, compile_s = setup_train_step(config, mesh,
@@ -242,38 +351,80 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> Train
     logging.info('Parameters: %s', parameter_counts(state.params))
     logging.info('Compiled the train step in %.1f s', compile_s)
 
-    # --- Checkpoint
-    manager = checkpointing.create_manager(workdir, config)
-    restored = checkpointing.restore_latest(manager, state)
+    # --- Checkpoint: resume, or start from another run's parameters
+    restored = checkpointing.restore_latest(manager, _abstract(state), resume_check)
     if restored is not None:
-      state, input_position = restored
-      batches.set_state(input_position)
-      logging.info('Resumed at step %d; the input continues at %s', int(state.step),
-                   input_position)
+      state = restored.state
+      batches.set_state(restored.data)
+      logging.info('Resumed at step %d from %s in %.1f s; the input continues at %s',
+                   restored.step, manager.directory, restored.seconds, restored.data)
+    elif config.checkpoint.init_from:
+      params, source_step = checkpointing.restore_params(config.checkpoint.init_from,
+                                                         _abstract(state))
+      state = state.replace(params=params)
+      logging.info('Initialised the parameters from step %d of %s; the optimizer and the '
+                   'step start afresh', source_step, config.checkpoint.init_from)
+    meta = functools.partial(checkpointing.checkpoint_meta, config,
+                             tokenizer=data.metadata['tokenizer'], data_dir=data.directory)
 
     # --- Loop
     writer = metric_writer.MetricWriter(workdir)
     first_step = int(state.step)
-    meter = _ThroughputMeter(first_step, config.batch_size * config.max_seq_length,
-                             config.batch_size)
-    window: list[Metrics] = []
-    pending: tuple[int, list[Metrics]] | None = None  # Logged one step late.
-    for step in range(first_step, config.num_train_steps):
-      batch = sharding.make_global_batch(next(batches), batch_sharding)
-      state, metrics = train_step(state, batch)
-      window.append(metrics)
-      if pending is not None:
-        # Reading step N-1's metrics now lets step N run meanwhile.
-        writer.write(pending[0], {**_window_mean(pending[1]), **meter.measure(pending[0])})
-        pending = None
-      done = step + 1
-      if done % config.log_every_steps == 0 or done == config.num_train_steps:
-        pending, window = (done, window), []
-      checkpointing.save(manager, done, state, batches, force=done == config.num_train_steps)
-    if pending is not None:
-      writer.write(pending[0], {**_window_mean(pending[1]), **meter.measure(pending[0])})
-    manager.wait_until_finished()
-    manager.close()
-    writer.close()
-    batches.close()
+    log = _MetricsLog(writer, _ThroughputMeter(first_step,
+                                               config.batch_size * config.max_seq_length,
+                                               config.batch_size), config)
+    preemption = _Preemption()
+    saver = checkpointing.AsyncSaver(manager, config.checkpoint.max_failed_saves_in_a_row)
+    nonfinite_in_a_row = 0
+    previous: tuple[int, Metrics] | None = None
+    last_save = time.monotonic()
+    try:
+      for step in range(first_step, config.num_train_steps):
+        batch = sharding.make_global_batch(next(batches), batch_sharding)
+        state, metrics = train_step(state, batch)
+        done = step + 1
+        log.add(done, metrics)
+        if previous is not None:
+          # Reading step N-1's results now lets step N run meanwhile.
+          nonfinite_in_a_row = _count_nonfinite(*previous, nonfinite_in_a_row)
+          if nonfinite_in_a_row >= config.max_consecutive_nonfinite_steps:
+            raise TrainingStopped(
+                f'{nonfinite_in_a_row} non-finite steps in a row up to step {previous[0]}; '
+                'stopping. No non-finite update was applied, so the last checkpoint holds the '
+                'last good state; lower the learning rate or check the data, then restart')
+          log.write(before_step=done)
+        previous = (done, metrics)
+
+        preempted = preemption.reached(done)
+        due = (manager.should_save(done) or done == config.num_train_steps or preempted or
+               (config.checkpoint.every_minutes and
+                time.monotonic() - last_save >= 60 * config.checkpoint.every_minutes))
+        if due:
+          # Metrics up to this step reach disk before its checkpoint does, so
+          # a crash never loses metrics of steps that a resume will not redo.
+          log.write()
+          # The iterator's position is read now, before the next batch is drawn.
+          # The call waits for this step to finish, and for the previous save.
+          waited = saver.save(done, state, batches.get_state(), meta(done))
+          logging.info('Saving the checkpoint of step %d in the background (the loop '
+                       'waited %.2f s)', done, waited)
+          last_save = time.monotonic()
+        if preempted:
+          saver.wait()
+          logging.warning('Preempted: saved the checkpoint of step %d in %s; exiting', done,
+                          manager.directory)
+          break
+      if previous is not None:
+        _count_nonfinite(*previous, nonfinite_in_a_row)
+      log.write()
+      saver.wait()  # The final checkpoint must be on disk before the run reports success.
+    finally:
+      # On an error, a save in flight still completes; the saver logs a failure.
+      with contextlib.suppress(checkpointing.CheckpointError):
+        saver.wait()
+      manager.close()
+      writer.close()
+      batches.close()
+      preemption.close()
   return state
+

@@ -2,11 +2,17 @@
 
 import os
 import pathlib
+import tempfile
 
 import numpy as np
 import pytest
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
+
+# One persistent compilation cache for the whole session, inherited by the
+# CLI subprocesses: a test's later runs of the same config skip compilation.
+os.environ.setdefault('JAX_COMPILATION_CACHE_DIR',
+                      tempfile.mkdtemp(prefix='electra_jax_test_xla_cache_'))
 
 
 def data_dir() -> pathlib.Path:

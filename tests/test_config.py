@@ -43,6 +43,9 @@ def test_paper_hyperparameters():
     ('batch_size', 0, 'config.batch_size'),
     ('max_seq_length', 1024, 'config.max_seq_length'),
     ('model.hidden_size', 100, 'config.model.hidden_size'),
+    ('checkpoint.every_steps', 0, 'config.checkpoint.every_steps'),
+    ('checkpoint.max_failed_saves_in_a_row', 0, 'config.checkpoint.max_failed_saves_in_a_row'),
+    ('checkpoint.every_minutes', -1.0, 'config.checkpoint.every_minutes'),
 ])
 def test_bad_values_name_the_key(key, value, expected):
   config = tiny.get_config()

@@ -1,4 +1,5 @@
-"""End to end through the CLI: real Wikipedia text, TensorBoard scalars, learning, resume."""
+"""End to end through the CLI: corpus preparation, real Wikipedia text, TensorBoard scalars,
+learning. Resume and failures are in test_checkpointing.py."""
 
 import glob
 import math
@@ -28,9 +29,13 @@ def read_scalars(workdir) -> dict[str, list[tuple[int, float]]]:
   return scalars
 
 
-def run_main(workdir, *overrides, timeout=900):
+def run_main(workdir, *overrides, timeout=900, shell_setup=''):
+  """The main job on the tiny config; `shell_setup` runs first in a bash wrapper
+  (e.g. `ulimit -f 1024`), so the child's limits need no fork in this process."""
   command = [sys.executable, '-m', 'electra_jax.main', '--config=configs/tiny.py',
              f'--workdir={workdir}', *overrides]
+  if shell_setup:
+    command = ['bash', '-c', f'{shell_setup} && exec "$0" "$@"', *command]
   return subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=timeout,
                         env=dict(os.environ, JAX_PLATFORMS='cpu'))
 
@@ -40,7 +45,7 @@ def _entropy(p: float) -> float:
   return -(p * math.log(p) + (1 - p) * math.log(1 - p))
 
 
-def test_prepares_then_pretrains_on_real_text_and_resumes(tmp_path, wiki_glob):
+def test_prepares_then_pretrains_on_real_text(tmp_path, wiki_glob):
   workdir = tmp_path / 'run'
   corpus = f'--config.data.corpus=wiki:{wiki_glob}'
   # Temperature 3 flattens the generator's samples. At temperature 1 a tiny
@@ -77,14 +82,6 @@ def test_prepares_then_pretrains_on_real_text_and_resumes(tmp_path, wiki_glob):
   assert last['train/disc_loss'] < 0.9 * prior, (last['train/disc_loss'], prior)
   assert last['train/disc_precision'] > 0.4
   assert last['train/tokens_per_s'] > 0
-
-  # Restarting on the workdir resumes from the final checkpoint of 360 steps.
-  result = run_main(workdir, corpus, '--config.num_train_steps=365',
-                    '--config.log_every_steps=5', '--config.objective.temperature=3')
-  assert result.returncode == 0, result.stderr[-3000:]
-  assert 'Resumed at step 360; the input continues at' in result.stderr
-  assert 'is already prepared' in result.stderr
-  assert os.path.isdir(workdir / 'checkpoints' / '365')
 
   # Prepared data and a model that disagree on the vocabulary are refused.
   result = run_main(tmp_path / 'other', f'--config.data.prepared_dir={workdir / "data"}',

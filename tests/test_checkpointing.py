@@ -1,0 +1,256 @@
+"""Checkpoints and failures through the CLI, with real subprocesses, signals and files.
+
+Exact resume after SIGKILL, SIGTERM, non-finite steps, damaged checkpoints,
+restoring onto another mesh, config mismatches and init_from.
+"""
+
+import os
+import random
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import jax
+import numpy as np
+import orbax.checkpoint as ocp
+import pytest
+
+from electra_jax.data import prepare
+from tests.conftest import REPO, data_dir
+from tests.test_train import read_scalars, run_main
+
+# Throughput depends on the machine, not on the computation.
+_TIMING_TAGS = ('train/step_time_s', 'train/tokens_per_s', 'train/examples_per_s')
+
+
+@pytest.fixture(scope='module')
+def prepared_tiny(tmp_path_factory) -> str:
+  options = prepare.PrepareOptions(
+      corpus=f'wiki:{data_dir()}/wikipedia/AA/wiki_0[0-1]', max_seq_length=64,
+      spm_vocab_size=2000, spm_sample_sentences=50_000)
+  directory = str(tmp_path_factory.mktemp('prepared'))
+  prepare.prepare(options, directory, num_workers=1, progress=False)
+  return directory
+
+
+def _args(prepared: str, *extra: str) -> list[str]:
+  return [f'--config.data.prepared_dir={prepared}', '--config.log_every_steps=1',
+          '--config.checkpoint.every_minutes=0', *extra]
+
+
+@pytest.fixture(scope='module')
+def run_a(tmp_path_factory, prepared_tiny):
+  """40 uninterrupted steps, a checkpoint every 5."""
+  workdir = tmp_path_factory.mktemp('run_a')
+  result = run_main(workdir, *_args(prepared_tiny, '--config.num_train_steps=40',
+                                    '--config.checkpoint.every_steps=5'))
+  assert result.returncode == 0, result.stderr[-3000:]
+  return workdir
+
+
+def _last_per_step(workdir) -> dict[str, dict[int, float]]:
+  """{tag: {step: value}}; a step written again after a restart keeps its last value."""
+  return {tag: dict(values) for tag, values in read_scalars(workdir).items()
+          if tag not in _TIMING_TAGS}
+
+
+def _params(workdir, step: int) -> list[np.ndarray]:
+  """The parameters of a checkpoint, whatever mesh wrote it, on this process's device."""
+  path = os.path.abspath(os.path.join(workdir, 'checkpoints', str(step), 'state'))
+  checkpointer = ocp.StandardCheckpointer()
+  local = jax.sharding.SingleDeviceSharding(jax.devices()[0])
+  target = jax.tree.map(lambda m: jax.ShapeDtypeStruct(m.shape, m.dtype, sharding=local),
+                        checkpointer.metadata(path).item_metadata.tree)
+  state = checkpointer.restore(path, target)
+  return [np.asarray(x) for x in jax.tree.leaves(state['params'])]
+
+
+def _start(workdir, *args: str, env=None) -> tuple[subprocess.Popen, str]:
+  log = os.path.join(workdir, f'stderr-{time.time_ns()}.txt')
+  os.makedirs(workdir, exist_ok=True)
+  command = [sys.executable, '-m', 'electra_jax.main', '--config=configs/tiny.py',
+             f'--workdir={workdir}', *args]
+  with open(log, 'w') as f:
+    process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=f,
+                               env=env or dict(os.environ, JAX_PLATFORMS='cpu'))
+  return process, log
+
+
+def _logged_steps(log: str) -> list[int]:
+  with open(log) as f:
+    return [int(m) for m in re.findall(r'metric_writer.py:\d+\] \[(\d+)\]', f.read())]
+
+
+def _wait_for_step(process: subprocess.Popen, log: str, step: int, timeout: float = 300):
+  deadline = time.monotonic() + timeout
+  while not any(s >= step for s in _logged_steps(log)):
+    assert process.poll() is None, open(log).read()[-3000:]
+    assert time.monotonic() < deadline, 'training did not start in time'
+    time.sleep(0.05)
+
+
+def test_exact_resume_after_sigkill(tmp_path, prepared_tiny, run_a):
+  workdir = tmp_path / 'b'
+  args = _args(prepared_tiny, '--config.num_train_steps=40', '--config.checkpoint.every_steps=5')
+  process, log = _start(workdir, *args)
+  _wait_for_step(process, log, 2)
+  time.sleep(random.uniform(0, 3))  # A moment the test does not choose.
+  process.send_signal(signal.SIGKILL)
+  assert process.wait() == -signal.SIGKILL, 'the run finished before it could be killed'
+  print('killed after step', max(_logged_steps(log)))
+
+  result = run_main(workdir, *args)
+  assert result.returncode == 0, result.stderr[-3000:]
+  a, b = _last_per_step(run_a), _last_per_step(workdir)
+  assert set(a) == set(b)
+  for tag in a:
+    assert sorted(b[tag]) == list(range(1, 41)), tag
+    for step in range(21, 41):
+      assert a[tag][step] == b[tag][step], (tag, step, a[tag][step], b[tag][step])
+  for x, y in zip(_params(run_a, 40), _params(workdir, 40), strict=True):
+    np.testing.assert_array_equal(x, y)
+
+
+def test_sigterm_saves_a_checkpoint_and_exits(tmp_path, prepared_tiny):
+  workdir = tmp_path / 'preempted'
+  # The program of run_a, so it comes from the compilation cache; no interval saves.
+  args = _args(prepared_tiny, '--config.num_train_steps=40',
+               '--config.checkpoint.every_steps=1000')
+  process, log = _start(workdir, *args)
+  _wait_for_step(process, log, 3)
+  sent = time.monotonic()
+  process.send_signal(signal.SIGTERM)
+  assert process.wait(timeout=120) == 0
+  print(f'exited {time.monotonic() - sent:.1f} s after SIGTERM')
+  with open(log) as f:
+    match = re.search(r'Preempted: saved the checkpoint of step (\d+)', f.read())
+  assert match
+  step = int(match.group(1))
+  assert os.path.isdir(workdir / 'checkpoints' / str(step))
+
+  result = run_main(workdir, *args)
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert f'Resumed at step {step} ' in result.stderr
+  assert os.path.isdir(workdir / 'checkpoints' / '40')
+
+
+def test_nonfinite_steps_are_skipped_then_stop_the_run(tmp_path, prepared_tiny):
+  workdir = tmp_path / 'diverged'
+  # A learning rate of 1e30 overflows the parameters within a few steps.
+  result = run_main(workdir, *_args(prepared_tiny, '--config.num_train_steps=50',
+                                    '--config.checkpoint.every_steps=2',
+                                    '--config.learning_rate=1e30',
+                                    '--config.max_consecutive_nonfinite_steps=3'))
+  assert result.returncode == 1
+  assert re.search(r'Step \d+: non-finite loss and gradients .* the update was skipped',
+                   result.stderr)
+  assert 'error: 3 non-finite steps in a row up to step' in result.stderr
+  steps = sorted(int(s) for s in os.listdir(workdir / 'checkpoints') if s.isdigit())
+  assert steps and steps[-1] < 50
+  assert all(np.isfinite(x).all() for x in _params(workdir, steps[-1]))
+
+
+def test_damaged_checkpoints_fall_back_and_never_restart_silently(tmp_path, run_a,
+                                                                  prepared_tiny):
+  workdir = tmp_path / 'damaged'
+  shutil.copytree(run_a, workdir)
+  state_files = [os.path.join(root, name)
+                 for root, _, names in os.walk(workdir / 'checkpoints' / '40' / 'state')
+                 for name in names]
+  biggest = max(state_files, key=os.path.getsize)
+  with open(biggest, 'r+b') as f:
+    f.truncate(os.path.getsize(biggest) // 2)
+  result = run_main(workdir, *_args(prepared_tiny, '--config.num_train_steps=40',
+                                    '--config.checkpoint.every_steps=5'))
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert 'Checkpoint 40 in' in result.stderr and 'cannot be restored' in result.stderr
+  assert 'Resumed at step 35 ' in result.stderr
+  assert any(name.startswith('40.unreadable-') for name in os.listdir(workdir / 'checkpoints'))
+  # The redone steps 36-40 equal the original ones.
+  a, b = _last_per_step(run_a), _last_per_step(workdir)
+  assert all(a[tag][s] == b[tag][s] for tag in a for s in range(36, 41))
+
+  for name in os.listdir(workdir / 'checkpoints'):
+    if name.isdigit():
+      shutil.rmtree(workdir / 'checkpoints' / name / 'state')
+  result = run_main(workdir, *_args(prepared_tiny, '--config.num_train_steps=40'))
+  assert result.returncode == 1
+  assert 'no checkpoint could be restored' in result.stderr.strip().splitlines()[-1]
+  assert not any(name.isdigit() for name in os.listdir(workdir / 'checkpoints'))
+
+
+def test_failed_saves_are_reported_and_keep_the_previous_checkpoint(tmp_path, run_a,
+                                                                     prepared_tiny):
+  workdir = tmp_path / 'full_disk'
+  shutil.copytree(run_a, workdir)
+  args = _args(prepared_tiny, '--config.num_train_steps=50', '--config.checkpoint.every_steps=5')
+  # Files over 1 MiB cannot be written: a write fails with EFBIG (Python ignores
+  # SIGXFSZ), as it would with ENOSPC on a full disk.
+  result = run_main(workdir, *args, shell_setup='ulimit -f 1024')
+  assert result.returncode == 1
+  # Each failure is reported against its own step; the run does not claim success.
+  for step in (45, 50):
+    assert re.search(rf'saving the checkpoint of step {step} in .* failed \(.*File too large',
+                     result.stderr)
+  # Orbax's dying writer threads may print after it, so the line is searched for.
+  error = [line for line in result.stderr.splitlines() if line.startswith('error: ')]
+  assert error[0].startswith('error: saving the checkpoint of step 50') and (
+      'the newest valid checkpoint is step 40' in error[0])
+  assert max(int(s) for s in os.listdir(workdir / 'checkpoints') if s.isdigit()) == 40
+
+  # With space again, the run resumes from 40 and redoes the same steps.
+  result = run_main(workdir, *args)
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert 'Resumed at step 40 ' in result.stderr
+  assert sorted(os.listdir(workdir / 'checkpoints'))[-1] == '50'
+  assert not [n for n in os.listdir(workdir / 'checkpoints') if 'tmp' in n]
+
+
+def test_restore_onto_a_different_mesh(tmp_path):
+  """Saved on 8 devices (data 4 x fsdp 2), restored on 4 (fsdp 4), in two processes."""
+
+  def run(devices: int, *args: str) -> str:
+    env = dict(os.environ, JAX_PLATFORMS='cpu',
+               XLA_FLAGS=f'--xla_force_host_platform_device_count={devices}')
+    result = subprocess.run([sys.executable, '-m', 'tests.mesh_restore', *args], cwd=REPO,
+                            capture_output=True, text=True, timeout=300, env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout
+
+  run(8, 'save', str(tmp_path), '4', '2')
+  printed = run(4, 'restore', str(tmp_path), '1', '4')
+  assert "restored step 7 onto {'data': 1, 'fsdp': 4, 'tensor': 1}" in printed
+  assert "'fsdp'" in printed and "{'next_index': 7}" in printed
+
+
+def test_config_changes_and_init_from(tmp_path, run_a, prepared_tiny):
+  workdir = tmp_path / 'changed'
+  shutil.copytree(run_a, workdir)
+  result = run_main(workdir, *_args(prepared_tiny, '--config.num_train_steps=40',
+                                    '--config.model.hidden_size=64'))
+  assert result.returncode == 1
+  last = result.stderr.strip().splitlines()[-1]
+  assert 'model.hidden_size: 128 -> 64' in last and 'allow_config_change=true' in last
+
+  # Other settings may change; the run resumes with a warning naming them.
+  result = run_main(workdir, *_args(prepared_tiny, '--config.num_train_steps=40',
+                                    '--config.checkpoint.every_steps=8'))
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert 'Resuming step 40 under a changed config: checkpoint.every_steps: 5 -> 8' in (
+      result.stderr)
+
+  # Another run's parameters, with a fresh optimizer and step.
+  fresh = tmp_path / 'continued'
+  result = run_main(fresh, *_args(prepared_tiny, '--config.num_train_steps=40',
+                                  '--config.checkpoint.every_steps=5',
+                                  f'--config.checkpoint.init_from={run_a}'))
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert f'Initialised the parameters from step 40 of {run_a}' in result.stderr
+  losses = _last_per_step(fresh)['train/loss']
+  assert sorted(losses) == list(range(1, 41))
+  # Starting from trained parameters, the first step's loss is far below a
+  # fresh model's (the same data and RNG reach both at step 1).
+  assert losses[1] < _last_per_step(run_a)['train/loss'][1] - 5
