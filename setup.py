@@ -23,6 +23,8 @@ setuptools.setup(
         'numpy>=2.0',
         'optax>=0.2.8,<0.3',
         'orbax-checkpoint>=0.12.8,<0.13',
+        # HF-format export and import (model.safetensors).
+        'safetensors>=0.4',
         'sentencepiece>=0.2.1,<0.3',
         'tensorboardX>=2.6',
         # Read without TensorFlow (ArrayRecord-format datasets); TFRecord ones
@@ -35,7 +37,7 @@ setuptools.setup(
         # tensorflow-cpu: builds and streams a TFRecord-format TFDS dataset in
         # the tests (reading ArrayRecord-format ones needs no TensorFlow).
         # pytest-xdist: the suite runs on 2 worker processes, one test file each.
-        'test': ['pytest>=8', 'pytest-xdist>=3.5,<4', 'tensorflow-cpu==2.21.0',
+        'test': ['pytest>=8', 'pytest-xdist>=3.5,<4', 'scipy>=1.10', 'tensorflow-cpu==2.21.0',
                  'torch==2.13.0', 'transformers==5.23.0'],
     },
 )

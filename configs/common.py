@@ -119,6 +119,17 @@ def get_config() -> ml_collections.ConfigDict:
   config.data.worker_processes = 0
   config.data.prefetch_batches = 4  # Batches kept ready per reader.
 
+  # --- Evaluation on held-out data -------------------------------------------
+  # Generator and discriminator metrics (with the discriminator's AUC) on
+  # data kept out of training: a directory prepared by prepare_data with the
+  # same tokenizer, e.g. from a held-out glob. Empty: no evaluation.
+  config.eval = ml_collections.ConfigDict()
+  config.eval.prepared_dir = ''
+  config.eval.every_steps = 5_000  # And at the last step; used only with prepared_dir.
+  config.eval.num_batches = 20
+  config.eval.batch_size = placeholder(int)  # None: config.batch_size.
+  config.eval.seed = 0  # Masking and sampling keys: the same batches every evaluation.
+
   # --- Device mesh -----------------------------------------------------------
   # Axis sizes; one may be -1 to take the remaining devices. The batch is
   # sharded over data x fsdp; parameters over fsdp (and tensor).

@@ -25,6 +25,7 @@ from typing import Any
 
 from absl import logging
 from etils import epath
+import jax
 import ml_collections
 import orbax.checkpoint as ocp
 from orbax.checkpoint.checkpoint_managers import preservation_policy, save_decision_policy
@@ -168,19 +169,49 @@ def _set_aside(manager: ocp.CheckpointManager, step: int, error: Exception) -> s
   return f'{step}: {reason}'
 
 
-def restore_params(source: str, abstract_state: Any) -> tuple[Any, int]:
-  """The parameters of the newest checkpoint in another run's workdir, and its step."""
-  path = checkpoint_dir(source)
+def _reader(path: epath.Path) -> ocp.CheckpointManager:
+  """A manager that reads the checkpoints in `path` and never writes there."""
+  handlers = {'state': ocp.StandardCheckpointHandler(), 'data': ocp.JsonCheckpointHandler(),
+              'meta': ocp.JsonCheckpointHandler()}
+  return ocp.CheckpointManager(path, item_handlers=handlers,
+                               options=ocp.CheckpointManagerOptions(create=False))
+
+
+def _open_newest(workdir: str, what: str) -> tuple[ocp.CheckpointManager, int]:
+  """A reader of WORKDIR/checkpoints and its newest step; `what` names the input in errors."""
+  path = checkpoint_dir(workdir)
   if not path.exists():
-    raise CheckpointError(f'config.checkpoint.init_from: {source} has no checkpoints/ folder; '
-                          'point it at the workdir of a pretraining run')
-  manager = ocp.CheckpointManager(path, options=ocp.CheckpointManagerOptions(read_only=True))
+    raise CheckpointError(f'{what}: {workdir} has no checkpoints/ folder; point it at the '
+                          'workdir of a pretraining run')
+  manager = _reader(path)
   step = manager.latest_step()
   if step is None:
-    raise CheckpointError(f'config.checkpoint.init_from: {path} holds no checkpoint')
+    manager.close()
+    raise CheckpointError(f'{what}: {path} holds no finished checkpoint')
+  return manager, step
+
+
+def restore_params(source: str, abstract_state: Any) -> tuple[Any, int]:
+  """The parameters of the newest checkpoint in another run's workdir, and its step."""
+  manager, step = _open_newest(source, 'config.checkpoint.init_from')
   restored = _restore(manager, step, abstract_state, with_data=False)
   manager.close()
   return restored.state.params, step
+
+
+def restore_for_inference(workdir: str, device: jax.Device | None = None
+                          ) -> tuple[int, dict[str, Any], dict[str, Any]]:
+  """(step, parameters, metadata) of a workdir's newest checkpoint, the parameters
+  on one device. Needs no model or optimizer: the tree comes from the
+  checkpoint's own metadata, so any config's checkpoint reads the same way."""
+  manager, step = _open_newest(workdir, 'pretrained model')
+  local = jax.sharding.SingleDeviceSharding(device or jax.local_devices()[0])
+  target = jax.tree.map(lambda m: jax.ShapeDtypeStruct(m.shape, m.dtype, sharding=local),
+                        manager.item_metadata(step)['state'])
+  restored = manager.restore(step, args=ocp.args.Composite(
+      state=ocp.args.StandardRestore(target), meta=ocp.args.JsonRestore()))
+  manager.close()
+  return step, restored.state['params'], restored.meta
 
 
 def _flatten(tree: dict[str, Any], prefix: str = '') -> dict[str, Any]:

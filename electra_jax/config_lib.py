@@ -154,6 +154,13 @@ def validate(config: ml_collections.ConfigDict, *, check_data: bool = True) -> N
   _require([config.mesh[a] for a in ('data', 'fsdp', 'tensor')].count(-1) <= 1,
            'mesh', 'at most one axis may be -1')
 
+  e = config.eval
+  for key in ('every_steps', 'num_batches'):
+    _require(isinstance(e[key], int) and e[key] > 0, f'eval.{key}',
+             f'must be a positive integer, got {e[key]!r}')
+  _require(e.batch_size is None or (isinstance(e.batch_size, int) and e.batch_size > 0),
+           'eval.batch_size', f'must be a positive integer or None, got {e.batch_size!r}')
+
   d = config.data
   if check_data:
     _require(bool(d.prepared_dir) != bool(d.corpus), 'data.corpus',

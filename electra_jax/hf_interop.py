@@ -1,19 +1,74 @@
-"""Weights from HF `transformers` ELECTRA checkpoints into our parameter tree.
+"""HF `transformers` ELECTRA checkpoints <-> our parameter tree, both directions.
 
-HF keeps the discriminator (`ElectraForPreTraining`) and generator
+HF keeps the discriminator (`ElectraForPreTraining`) and the generator
 (`ElectraForMaskedLM`) as two models, each with its own copy of the
 embeddings; we keep one shared embedding module unless embeddings are untied.
-State dicts are plain {name: numpy array} mappings, so no torch is needed here.
+State dicts here are plain {name: numpy array} mappings, so converting needs
+no torch. Reading and writing directories uses safetensors; a legacy
+`pytorch_model.bin` is read with torch's weights-only loader, which never
+executes code from the file.
 """
 
 from collections.abc import Mapping
+import dataclasses
+import json
+import os
+from typing import Any
 
 import jax
 import numpy as np
+from safetensors import numpy as safetensors_numpy
 
 from electra_jax.config_lib import EncoderConfig
 
 StateDict = Mapping[str, np.ndarray]
+
+
+class HFCheckpointError(ValueError):
+  """An HF directory that cannot be read as ELECTRA; the message names the file and the fix."""
+
+
+# --- Configs ---------------------------------------------------------------------
+
+
+def encoder_config_from_hf(hf: Mapping[str, Any], **runtime: Any) -> EncoderConfig:
+  """Our EncoderConfig from an HF ElectraConfig dict; `runtime` overrides fields
+  (dtype, dropout, attention_impl, ...; defaults: float32, scanned layers)."""
+  if hf.get('model_type') != 'electra':
+    raise HFCheckpointError(f'config.json has model_type {hf.get("model_type")!r}; only '
+                            'ELECTRA checkpoints (model_type "electra") can be imported')
+  if hf.get('hidden_act', 'gelu') != 'gelu':
+    raise HFCheckpointError(f'config.json: hidden_act {hf["hidden_act"]!r}; ELECTRA uses the '
+                            'exact GELU ("gelu")')
+  cfg = EncoderConfig(
+      vocab_size=hf['vocab_size'], embedding_size=hf.get('embedding_size', hf['hidden_size']),
+      hidden_size=hf['hidden_size'], num_layers=hf['num_hidden_layers'],
+      num_heads=hf['num_attention_heads'], intermediate_size=hf['intermediate_size'],
+      max_position_embeddings=hf['max_position_embeddings'],
+      type_vocab_size=hf['type_vocab_size'], dropout_rate=hf['hidden_dropout_prob'],
+      attention_dropout_rate=hf['attention_probs_dropout_prob'],
+      layer_norm_eps=hf['layer_norm_eps'], initializer_range=hf['initializer_range'],
+      dtype='float32', scan_layers=True, remat_policy='none', attention_impl='explicit')
+  return dataclasses.replace(cfg, **runtime)
+
+
+def hf_config(cfg: EncoderConfig, architecture: str, pad_token_id: int) -> dict[str, Any]:
+  """An HF ElectraConfig dict for an encoder of `cfg`."""
+  return {
+      'architectures': [architecture], 'model_type': 'electra',
+      'vocab_size': cfg.vocab_size, 'embedding_size': cfg.embedding_size,
+      'hidden_size': cfg.hidden_size, 'num_hidden_layers': cfg.num_layers,
+      'num_attention_heads': cfg.num_heads, 'intermediate_size': cfg.intermediate_size,
+      'hidden_act': 'gelu', 'hidden_dropout_prob': cfg.dropout_rate,
+      'attention_probs_dropout_prob': cfg.attention_dropout_rate,
+      'max_position_embeddings': cfg.max_position_embeddings,
+      'type_vocab_size': cfg.type_vocab_size, 'initializer_range': cfg.initializer_range,
+      'layer_norm_eps': cfg.layer_norm_eps, 'position_embedding_type': 'absolute',
+      'pad_token_id': pad_token_id, 'tie_word_embeddings': True,
+  }
+
+
+# --- HF names -> our tree ------------------------------------------------------------
 
 
 def _dense(sd: StateDict, prefix: str) -> dict[str, np.ndarray]:
@@ -65,6 +120,19 @@ def _encoder(sd: StateDict, cfg: EncoderConfig) -> dict:
   return params
 
 
+def discriminator_params_from_hf(sd: StateDict, cfg: EncoderConfig) -> dict:
+  """{'embeddings', 'discriminator'[, 'discriminator_head']} from an HF discriminator
+  (ElectraForPreTraining, ElectraModel or a fine-tuned ELECTRA; the head only
+  when the checkpoint has one)."""
+  params = {'embeddings': _embeddings(sd), 'discriminator': _encoder(sd, cfg)}
+  if 'discriminator_predictions.dense.weight' in sd:
+    params['discriminator_head'] = {
+        'dense': _dense(sd, 'discriminator_predictions.dense.'),
+        'prediction': _dense(sd, 'discriminator_predictions.dense_prediction.'),
+    }
+  return params
+
+
 def params_from_hf(discriminator: StateDict, generator: StateDict, *,
                    discriminator_cfg: EncoderConfig, generator_cfg: EncoderConfig,
                    untie_embeddings: bool = False) -> dict:
@@ -73,22 +141,128 @@ def params_from_hf(discriminator: StateDict, generator: StateDict, *,
   With shared embeddings (the default) the discriminator's copy is used; HF
   checkpoints of ELECTRA hold identical copies in both models.
   """
-  params = {
-      'generator': _encoder(generator, generator_cfg),
-      'generator_head': {
-          'dense': _dense(generator, 'generator_predictions.dense.'),
-          'layer_norm': _layer_norm(generator, 'generator_predictions.LayerNorm.'),
-          'output_bias': np.asarray(generator['generator_lm_head.bias']),
-      },
-      'discriminator': _encoder(discriminator, discriminator_cfg),
-      'discriminator_head': {
-          'dense': _dense(discriminator, 'discriminator_predictions.dense.'),
-          'prediction': _dense(discriminator, 'discriminator_predictions.dense_prediction.'),
-      },
+  params = discriminator_params_from_hf(discriminator, discriminator_cfg)
+  params['generator'] = _encoder(generator, generator_cfg)
+  params['generator_head'] = {
+      'dense': _dense(generator, 'generator_predictions.dense.'),
+      'layer_norm': _layer_norm(generator, 'generator_predictions.LayerNorm.'),
+      'output_bias': np.asarray(generator['generator_lm_head.bias']),
   }
   if untie_embeddings:
+    params['discriminator_embeddings'] = params.pop('embeddings')
     params['generator_embeddings'] = _embeddings(generator)
-    params['discriminator_embeddings'] = _embeddings(discriminator)
-  else:
-    params['embeddings'] = _embeddings(discriminator)
   return params
+
+
+# --- Our tree -> HF names -------------------------------------------------------------
+
+
+def _to_dense(params: Mapping[str, Any], prefix: str) -> dict[str, np.ndarray]:
+  return {prefix + 'weight': np.asarray(params['kernel']).T,
+          prefix + 'bias': np.asarray(params['bias'])}
+
+
+def _to_layer_norm(params: Mapping[str, Any], prefix: str) -> dict[str, np.ndarray]:
+  return {prefix + 'weight': np.asarray(params['scale']),
+          prefix + 'bias': np.asarray(params['bias'])}
+
+
+def _to_embeddings(params: Mapping[str, Any]) -> dict[str, np.ndarray]:
+  sd = {f'electra.embeddings.{name}.weight': np.asarray(params[name]['embedding'])
+        for name in ('word_embeddings', 'position_embeddings', 'token_type_embeddings')}
+  sd.update(_to_layer_norm(params['layer_norm'], 'electra.embeddings.LayerNorm.'))
+  return sd
+
+
+def _to_layer(params: Mapping[str, Any], prefix: str) -> dict[str, np.ndarray]:
+  qkv = params['attention']['qkv']
+  kernel, bias = np.asarray(qkv['kernel']), np.asarray(qkv['bias'])  # [E, 3, N, D], [3, N, D]
+  sd = {}
+  for i, name in enumerate(('query', 'key', 'value')):
+    sd[f'{prefix}attention.self.{name}.weight'] = kernel[:, i].reshape(kernel.shape[0], -1).T
+    sd[f'{prefix}attention.self.{name}.bias'] = bias[i].reshape(-1)
+  output = params['attention']['output']
+  out_kernel = np.asarray(output['kernel'])  # [N, D, E]
+  sd[prefix + 'attention.output.dense.weight'] = out_kernel.reshape(-1, out_kernel.shape[-1]).T
+  sd[prefix + 'attention.output.dense.bias'] = np.asarray(output['bias'])
+  sd.update(_to_layer_norm(params['attention_layer_norm'], prefix + 'attention.output.LayerNorm.'))
+  sd.update(_to_dense(params['intermediate'], prefix + 'intermediate.dense.'))
+  sd.update(_to_dense(params['output'], prefix + 'output.dense.'))
+  sd.update(_to_layer_norm(params['output_layer_norm'], prefix + 'output.LayerNorm.'))
+  return sd
+
+
+def _to_encoder(params: Mapping[str, Any], num_layers: int) -> dict[str, np.ndarray]:
+  sd = {}
+  if 'embeddings_project' in params:
+    sd.update(_to_dense(params['embeddings_project'], 'electra.embeddings_project.'))
+  for i in range(num_layers):
+    layer = (jax.tree.map(lambda x, i=i: np.asarray(x)[i], params['layers'])
+             if 'layers' in params else params[f'layer_{i}'])
+    sd.update(_to_layer(layer, f'electra.encoder.layer.{i}.'))
+  return sd
+
+
+def _shared_or(params: Mapping[str, Any], network: str) -> Mapping[str, Any]:
+  return params.get(f'{network}_embeddings', params.get('embeddings'))
+
+
+def discriminator_to_hf(params: Mapping[str, Any], cfg: EncoderConfig) -> dict[str, np.ndarray]:
+  """The ElectraForPreTraining state dict of our discriminator."""
+  sd = _to_embeddings(_shared_or(params, 'discriminator'))
+  sd.update(_to_encoder(params['discriminator'], cfg.num_layers))
+  head = params['discriminator_head']
+  sd.update(_to_dense(head['dense'], 'discriminator_predictions.dense.'))
+  sd.update(_to_dense(head['prediction'], 'discriminator_predictions.dense_prediction.'))
+  return sd
+
+
+def generator_to_hf(params: Mapping[str, Any], cfg: EncoderConfig) -> dict[str, np.ndarray]:
+  """The ElectraForMaskedLM state dict of our generator; its output layer is tied
+  to the word embeddings, which HF restores from them."""
+  sd = _to_embeddings(_shared_or(params, 'generator'))
+  sd.update(_to_encoder(params['generator'], cfg.num_layers))
+  head = params['generator_head']
+  sd.update(_to_dense(head['dense'], 'generator_predictions.dense.'))
+  sd.update(_to_layer_norm(head['layer_norm'], 'generator_predictions.LayerNorm.'))
+  sd['generator_lm_head.bias'] = np.asarray(head['output_bias'])
+  return sd
+
+
+# --- Directories -----------------------------------------------------------------------
+
+
+def read_hf_dir(directory: str) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+  """(config.json as a dict, state dict with `electra.` names) of an HF directory."""
+  config_path = os.path.join(directory, 'config.json')
+  if not os.path.exists(config_path):
+    raise HFCheckpointError(f'{directory}: no config.json, so not an HF model directory')
+  with open(config_path) as f:
+    config = json.load(f)
+  safetensors_path = os.path.join(directory, 'model.safetensors')
+  torch_path = os.path.join(directory, 'pytorch_model.bin')
+  if os.path.exists(safetensors_path):
+    sd = dict(safetensors_numpy.load_file(safetensors_path))
+  elif os.path.exists(torch_path):
+    try:
+      import torch  # pylint: disable=g-import-not-at-top
+    except ImportError:
+      raise HFCheckpointError(f'{torch_path}: reading a PyTorch pickle needs torch (pip install '
+                              'torch), or convert it to model.safetensors') from None
+    # weights_only: tensors and containers only; any code in the pickle is refused.
+    loaded = torch.load(torch_path, map_location='cpu', weights_only=True)
+    sd = {k: v.float().numpy() for k, v in loaded.items()}
+  else:
+    raise HFCheckpointError(f'{directory}: neither model.safetensors nor pytorch_model.bin')
+  if not any(k.startswith('electra.') for k in sd):  # An ElectraModel has no prefix.
+    sd = {f'electra.{k}': v for k, v in sd.items()}
+  return config, sd
+
+
+def write_hf_dir(directory: str, config: Mapping[str, Any], sd: StateDict) -> None:
+  os.makedirs(directory, exist_ok=True)
+  with open(os.path.join(directory, 'config.json'), 'w') as f:
+    json.dump(dict(config), f, indent=2, sort_keys=True)
+  tensors = {k: np.ascontiguousarray(v, np.float32) for k, v in sd.items()}
+  safetensors_numpy.save_file(tensors, os.path.join(directory, 'model.safetensors'),
+                              metadata={'format': 'pt'})

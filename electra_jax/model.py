@@ -3,7 +3,8 @@
 A BERT-style post-LayerNorm transformer encoder serves both networks. The
 generator is the same encoder at a smaller width, with a masked-LM head tied to
 the word embeddings; the discriminator adds a per-token binary head. By default
-both read one shared embedding module, as in the released code.
+both read one shared embedding module, as in the released code. For
+fine-tuning, SequenceClassifier puts a task head on the discriminator.
 
 Every parameter carries logical axis names, mapped to mesh axes by the rules in
 `config.mesh.logical_axis_rules`:
@@ -266,3 +267,29 @@ class ElectraPretrainingModel(nn.Module):
             self.discriminator_logits(input_ids, token_type_ids, attention_mask,
                                       deterministic))
 
+
+
+class SequenceClassifier(nn.Module):
+  """The discriminator with a task head, for fine-tuning.
+
+  As the released fine-tuning code: the final hidden state of [CLS] (no
+  pooler layer), dropout, then one linear layer to the label logits (or to
+  one score for regression). Parameter names match the pretraining tree
+  ('embeddings', 'discriminator'), so pretrained weights drop in.
+  """
+  cfg: EncoderConfig
+  num_outputs: int
+  head_dropout_rate: float = 0.1
+
+  @nn.compact
+  def __call__(self, input_ids: Array, token_type_ids: Array, attention_mask: Array,
+               deterministic: bool = True) -> Array:
+    """float32 logits [B, num_outputs]."""
+    embedded = Embeddings(self.cfg, name='embeddings')(input_ids, token_type_ids, deterministic)
+    hidden = Encoder(self.cfg, name='discriminator')(embedded, attention_mask, deterministic)
+    cls = nn.Dropout(self.head_dropout_rate)(hidden[:, 0], deterministic=deterministic)
+    # tf.layers.dense's default initialisation, as the released head.
+    return nn.Dense(self.num_outputs, dtype=jnp.float32,
+                    kernel_init=nn.with_logical_partitioning(nn.initializers.xavier_uniform(),
+                                                             ('embed', None)),
+                    bias_init=_zeros((None,)), name='classifier')(cls.astype(jnp.float32))

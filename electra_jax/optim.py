@@ -6,26 +6,76 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import ml_collections
+import numpy as np
 import optax
 
 # The released code excludes these from weight decay, by parameter name.
 _NO_DECAY_NAMES = ('layer_norm', 'bias')
 
 
-def learning_rate_schedule(config: ml_collections.ConfigDict) -> optax.Schedule:
+def linear_warmup_decay(peak: float, warmup_steps: int, total_steps: int) -> optax.Schedule:
   """Linear warmup times linear decay to 0, as the released code computes it.
 
-  lr(step) = lr * min(1, step / warmup) * (1 - step / num_train_steps): the
-  decay runs from step 0, not from the end of warmup.
+  lr(step) = peak * min(1, step / warmup) * (1 - step / total): the decay runs
+  from step 0, not from the end of warmup.
   """
-  peak, warmup, total = config.learning_rate, config.warmup_steps, config.num_train_steps
 
   def schedule(step):
     step = jnp.asarray(step, jnp.float32)
-    warm = jnp.minimum(1.0, step / warmup) if warmup > 0 else 1.0
-    return peak * warm * jnp.maximum(0.0, 1.0 - step / total)
+    warm = jnp.minimum(1.0, step / warmup_steps) if warmup_steps > 0 else 1.0
+    return peak * warm * jnp.maximum(0.0, 1.0 - step / total_steps)
 
   return schedule
+
+
+def learning_rate_schedule(config: ml_collections.ConfigDict) -> optax.Schedule:
+  """The pretraining schedule: config.warmup_steps, then decay to num_train_steps."""
+  return linear_warmup_decay(config.learning_rate, config.warmup_steps, config.num_train_steps)
+
+
+def layerwise_lr_scales(params: Any, num_layers: int, decay: float, *,
+                        released_off_by_one: bool = False) -> Any:
+  """Per-parameter learning-rate multipliers for layer-wise decay (ELECTRA, App. A).
+
+  Depths count from the input: the embeddings (and embeddings_project) are
+  0, encoder layer i is i + 1, the task head is num_layers + 1. A parameter
+  at depth d gets decay ** (num_layers + 1 - d): the head the full rate, the
+  embeddings the most decayed one. The released code computes
+  decay ** (num_layers + 2 - d) for everything below the head, one extra
+  factor of `decay` (released_off_by_one=True reproduces it).
+
+  `params` is {'embeddings', 'discriminator', <head>}; scanned layers
+  ('layers', stacked on axis 0) get one multiplier per layer, shaped to
+  broadcast over the stacked parameter.
+  """
+  top = num_layers + 1
+  extra = 1 if released_off_by_one else 0
+
+  def scale(depth: int) -> float:
+    return 1.0 if depth == top else decay ** (top - depth + extra)
+
+  def for_leaf(path, leaf):
+    names = [str(getattr(k, 'key', '')) for k in path]
+    if names[0] == 'embeddings' or 'embeddings_project' in names:
+      return np.float32(scale(0))
+    if names[0] != 'discriminator':
+      return np.float32(scale(top))
+    if names[1] == 'layers':
+      per_layer = np.array([scale(i + 1) for i in range(num_layers)], np.float32)
+      return per_layer.reshape((num_layers,) + (1,) * (len(leaf.shape) - 1))
+    return np.float32(scale(int(names[1].removeprefix('layer_')) + 1))
+
+  return jax.tree_util.tree_map_with_path(for_leaf, params)
+
+
+def scale_by_tree(scales: Any) -> optax.GradientTransformation:
+  """Multiplies each update by its entry of `scales` (a tree shaped like the params)."""
+
+  def update(updates, state, params=None):
+    del params
+    return jax.tree.map(lambda u, s: u * s, updates, scales), state
+
+  return optax.GradientTransformation(lambda params: optax.EmptyState(), update)
 
 
 def weight_decay_mask(params: Any) -> Any:
@@ -63,8 +113,15 @@ def scale_by_adam_without_bias_correction(b1: float, b2: float,
   return optax.GradientTransformation(init, update)
 
 
-def create_optimizer(config: ml_collections.ConfigDict) -> optax.GradientTransformation:
-  """Global-norm clipping, Adam, decoupled weight decay, scheduled learning rate."""
+def create_optimizer(config: ml_collections.ConfigDict, *,
+                     schedule: optax.Schedule | None = None,
+                     lr_scales: Any = None) -> optax.GradientTransformation:
+  """Global-norm clipping, Adam, decoupled weight decay, scheduled learning rate.
+
+  `schedule` defaults to the pretraining schedule; `lr_scales` (from
+  layerwise_lr_scales) multiplies each parameter's step, decay included, as
+  the released code's per-layer learning rates do.
+  """
   if config.adam_bias_correction:
     adam = optax.scale_by_adam(config.adam_b1, config.adam_b2, config.adam_eps)
   else:
@@ -74,5 +131,6 @@ def create_optimizer(config: ml_collections.ConfigDict) -> optax.GradientTransfo
       optax.clip_by_global_norm(config.max_grad_norm),
       adam,
       optax.add_decayed_weights(config.weight_decay, mask=weight_decay_mask),
-      optax.scale_by_learning_rate(learning_rate_schedule(config)),
+      *([scale_by_tree(lr_scales)] if lr_scales is not None else []),
+      optax.scale_by_learning_rate(schedule or learning_rate_schedule(config)),
   )

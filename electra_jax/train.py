@@ -6,7 +6,6 @@ train step, checkpoint, loop.
 
 from collections.abc import Callable, Mapping
 import contextlib
-import dataclasses
 import functools
 import signal
 import time
@@ -24,7 +23,8 @@ import ml_collections
 import numpy as np
 import optax
 
-from electra_jax import checkpointing, config_lib, metric_writer, objective, optim, sharding
+from electra_jax import (checkpointing, config_lib, evaluation, metric_writer, objective, optim,
+                         rtd, sharding)
 from electra_jax.data import pipeline, shards
 from electra_jax.model import ElectraPretrainingModel
 
@@ -49,13 +49,28 @@ def build_model(config: ml_collections.ConfigDict) -> ElectraPretrainingModel:
       untie_embeddings=config.model.untie_embeddings)
 
 
+def _init_params(rng: jax.Array, model: ElectraPretrainingModel,
+                 config: ml_collections.ConfigDict) -> Any:
+  """Initial parameters, still boxed with logical axis names."""
+  ids = jnp.zeros((1, config.max_seq_length), jnp.int32)
+  positions = jnp.zeros((1, config_lib.max_predictions_per_seq(config)), jnp.int32)
+  return model.init({'params': rng}, ids, ids, jnp.ones_like(ids), positions)['params']
+
+
 def _init_state(rng: jax.Array, model: ElectraPretrainingModel,
                 tx: optax.GradientTransformation, config: ml_collections.ConfigDict) -> TrainState:
   """The initial state, its parameters still boxed with logical axis names."""
-  ids = jnp.zeros((1, config.max_seq_length), jnp.int32)
-  positions = jnp.zeros((1, config_lib.max_predictions_per_seq(config)), jnp.int32)
-  params = model.init({'params': rng}, ids, ids, jnp.ones_like(ids), positions)['params']
+  params = _init_params(rng, model, config)
   return TrainState(step=jnp.zeros((), jnp.int32), params=params, opt_state=tx.init(params))
+
+
+def param_shardings(config: ml_collections.ConfigDict, model: ElectraPretrainingModel,
+                    mesh: jax.sharding.Mesh) -> Any:
+  """The parameters' NamedShardings under the config's logical-axis rules."""
+  rules = config.mesh.logical_axis_rules
+  init = functools.partial(_init_params, model=model, config=config)
+  with nn.logical_axis_rules(rules):
+    return sharding.logical_to_shardings(jax.eval_shape(init, jax.random.key(0)), mesh, rules)
 
 
 def create_train_state(config: ml_collections.ConfigDict, model: ElectraPretrainingModel,
@@ -85,65 +100,17 @@ def parameter_counts(params: Any) -> dict[str, int]:
 # --- Train step ----------------------------------------------------------------
 
 
-@dataclasses.dataclass(frozen=True)
-class Objective:
-  """What the step needs besides the model: token ids and objective settings."""
-  special: objective.SpecialIds
-  mask_prob: float
-  mask_token_prob: float
-  max_predictions: int
-  temperature: float
-  gen_weight: float
-  disc_weight: float
-
-  @classmethod
-  def from_config(cls, config: ml_collections.ConfigDict,
-                  special: objective.SpecialIds) -> 'Objective':
-    o = config.objective
-    return cls(special=special, mask_prob=o.mask_prob, mask_token_prob=o.mask_token_prob,
-               max_predictions=config_lib.max_predictions_per_seq(config),
-               temperature=o.temperature, gen_weight=o.gen_weight, disc_weight=o.disc_weight)
-
-
-def pretraining_losses(params: Any, batch: Batch, rng: jax.Array, *,
-                       model: ElectraPretrainingModel, obj: Objective,
-                       deterministic: bool = False) -> tuple[jax.Array, jax.Array, Metrics]:
-  """Masks, runs the generator, samples, corrupts, runs the discriminator.
-
-  Returns (MLM loss, discriminator loss, metrics).
-  """
-  mask_rng, gen_rng, sample_rng, disc_rng = jax.random.split(rng, 4)
-  variables = {'params': params}
-  masked = objective.mask_tokens(
-      mask_rng, batch['input_ids'], batch['attention_mask'], obj.special,
-      mask_prob=obj.mask_prob, mask_token_prob=obj.mask_token_prob,
-      max_predictions=obj.max_predictions)
-  gen_logits = model.apply(variables, masked.input_ids, batch['token_type_ids'],
-                           batch['attention_mask'], masked.positions, deterministic,
-                           rngs={'dropout': gen_rng}, method=model.generator_logits)
-  mlm_loss, mlm_metrics = objective.mlm_loss(gen_logits, masked)
-
-  sampled = objective.sample_tokens(sample_rng, gen_logits, obj.temperature)
-  corrupted, is_replaced = objective.corrupt(batch['input_ids'], masked, sampled)
-  disc_logits = model.apply(variables, corrupted, batch['token_type_ids'],
-                            batch['attention_mask'], deterministic,
-                            rngs={'dropout': disc_rng}, method=model.discriminator_logits)
-  disc_loss, disc_metrics = objective.discriminator_loss(disc_logits, is_replaced,
-                                                         batch['attention_mask'])
-  metrics = {**mlm_metrics, **disc_metrics,
-             'sampled_accuracy': objective.sampled_accuracy(sampled, masked)}
-  return mlm_loss, disc_loss, metrics
-
-
 def make_train_step(config: ml_collections.ConfigDict, model: ElectraPretrainingModel,
                     tx: optax.GradientTransformation,
-                    obj: Objective) -> Callable[[TrainState, Batch], tuple[TrainState, Metrics]]:
+                    obj: rtd.Objective) -> Callable[[TrainState, Batch],
+                                                    tuple[TrainState, Metrics]]:
   """The whole replaced-token-detection update as one function of (state, batch)."""
   schedule = optim.learning_rate_schedule(config)
   rules = config.mesh.logical_axis_rules
 
   def loss_fn(params, batch, rng):
-    mlm_loss, disc_loss, metrics = pretraining_losses(params, batch, rng, model=model, obj=obj)
+    mlm_loss, disc_loss, metrics = rtd.pretraining_losses(params, batch, rng, model=model,
+                                                          obj=obj)
     loss = obj.gen_weight * mlm_loss + obj.disc_weight * disc_loss
     return loss, {**metrics, 'loss': loss}
 
@@ -193,7 +160,7 @@ def setup_train_step(config: ml_collections.ConfigDict, mesh: jax.sharding.Mesh,
   state, state_shardings = create_train_state(config, model, tx, mesh)
   batch_sharding = sharding.batch_sharding(mesh, config.mesh.logical_axis_rules)
   start = time.perf_counter()
-  train_step = make_train_step(config, model, tx, Objective.from_config(config, special))
+  train_step = make_train_step(config, model, tx, rtd.Objective.from_config(config, special))
   step = compile_train_step(train_step, state, state_shardings, batch_sharding, config)
   return state, step, batch_sharding, time.perf_counter() - start
 
@@ -207,6 +174,10 @@ class _ThroughputMeter:
   def __init__(self, step: int, tokens_per_step: int, examples_per_step: int):
     self._step, self._time = step, time.perf_counter()
     self._tokens, self._examples = tokens_per_step, examples_per_step
+
+  def exclude(self, seconds: float) -> None:
+    """Leaves `seconds` of other work out of the current window."""
+    self._time += seconds
 
   def measure(self, step: int) -> dict[str, float]:
     now = time.perf_counter()
@@ -233,6 +204,9 @@ class _MetricsLog:
     if step % self._config.log_every_steps == 0 or step == self._config.num_train_steps:
       self._ready.append((step, self._window))
       self._window = []
+
+  def exclude(self, seconds: float) -> None:
+    self._meter.exclude(seconds)
 
   def write(self, before_step: int | None = None) -> None:
     """Writes the finished windows that end before `before_step` (all if None)."""
@@ -309,6 +283,15 @@ def _resume_check(workdir: str, config: ml_collections.ConfigDict,
   return check
 
 
+def _keep_tokenizer(data: shards.PreparedData, workdir: str) -> None:
+  """Copies the tokenizer file into WORKDIR/tokenizer, so that fine-tuning,
+  export and prediction need only the workdir."""
+  source = epath.Path(data.directory) / 'tokenizer' / data.metadata['tokenizer']['file']
+  target = epath.Path(workdir) / 'tokenizer'
+  target.mkdir(parents=True, exist_ok=True)
+  source.copy(target / source.name, overwrite=True)
+
+
 def _abstract(state: TrainState) -> Any:
   return jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding),
                       state)
@@ -339,12 +322,23 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> Train
                data.max_seq_length, data.directory)
   batches = pipeline.train_iterator(data, config, process_index=jax.process_index(),
                                     process_count=jax.process_count())
+  if jax.process_index() == 0:
+    _keep_tokenizer(data, workdir)
 
   manager = checkpointing.create_manager(workdir, config)
   resume_check = _resume_check(workdir, config, data)
   checkpointing.check_latest(manager, resume_check)
 
   with jax.set_mesh(mesh):
+    # --- Held-out evaluation (checked now, compiled at its first use)
+    held_out = None
+    if config.eval.prepared_dir:
+      model = build_model(config)
+      held_out = evaluation.HeldOut(
+          config, config.eval.prepared_dir, model, param_shardings(config, model, mesh),
+          sharding.batch_sharding(mesh, config.mesh.logical_axis_rules),
+          tokenizer_sha256=data.metadata['tokenizer']['sha256'])
+
     # --- Model, state and train step
     state, train_step, batch_sharding, compile_s = setup_train_step(config, mesh,
                                                                     data.special_ids)
@@ -394,6 +388,10 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> Train
                 'last good state; lower the learning rate or check the data, then restart')
           log.write(before_step=done)
         previous = (done, metrics)
+        if held_out and (done % config.eval.every_steps == 0 or done == config.num_train_steps):
+          start = time.perf_counter()
+          writer.write(done, held_out.run(state.params), prefix='eval')
+          log.exclude(time.perf_counter() - start)  # Throughput counts training only.
 
         preempted = preemption.reached(done)
         due = (manager.should_save(done) or done == config.num_train_steps or preempted or

@@ -186,27 +186,31 @@ def test_failed_saves_are_reported_and_keep_the_previous_checkpoint(tmp_path, ru
                                                                      prepared_tiny):
   workdir = tmp_path / 'full_disk'
   shutil.copytree(run_a, workdir)
-  args = _args(prepared_tiny, '--config.num_train_steps=50', '--config.checkpoint.every_steps=5')
+  for step in ('35', '40'):  # Back to step 30, so that steps 35 and 40 save again.
+    shutil.rmtree(workdir / 'checkpoints' / step)
+  args = _args(prepared_tiny, '--config.num_train_steps=40', '--config.checkpoint.every_steps=5')
   # Files over 1 MiB cannot be written: a write fails with EFBIG (Python ignores
   # SIGXFSZ), as it would with ENOSPC on a full disk.
   result = run_main(workdir, *args, shell_setup='ulimit -f 1024')
   assert result.returncode == 1
   # Each failure is reported against its own step; the run does not claim success.
-  for step in (45, 50):
+  for step in (35, 40):
     assert re.search(rf'saving the checkpoint of step {step} in .* failed \(.*File too large',
                      result.stderr)
   # Orbax's dying writer threads may print after it, so the line is searched for.
   error = [line for line in result.stderr.splitlines() if line.startswith('error: ')]
-  assert error[0].startswith('error: saving the checkpoint of step 50') and (
-      'the newest valid checkpoint is step 40' in error[0])
-  assert max(int(s) for s in os.listdir(workdir / 'checkpoints') if s.isdigit()) == 40
+  assert error[0].startswith('error: saving the checkpoint of step 40') and (
+      'the newest valid checkpoint is step 30' in error[0])
+  assert max(int(s) for s in os.listdir(workdir / 'checkpoints') if s.isdigit()) == 30
 
-  # With space again, the run resumes from 40 and redoes the same steps.
+  # With space again, the run resumes from 30 and redoes the same steps.
   result = run_main(workdir, *args)
   assert result.returncode == 0, result.stderr[-3000:]
-  assert 'Resumed at step 40 ' in result.stderr
-  assert sorted(os.listdir(workdir / 'checkpoints'))[-1] == '50'
+  assert 'Resumed at step 30 ' in result.stderr
+  assert sorted(os.listdir(workdir / 'checkpoints'))[-1] == '40'
   assert not [n for n in os.listdir(workdir / 'checkpoints') if 'tmp' in n]
+  a, b = _last_per_step(run_a), _last_per_step(workdir)
+  assert all(a[tag][s] == b[tag][s] for tag in a for s in range(31, 41))
 
 
 def test_restore_onto_a_different_mesh(tmp_path):

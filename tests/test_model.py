@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from configs import tiny
-from electra_jax import config_lib, hf_interop, train
+from electra_jax import config_lib, hf_interop, rtd, train
 from electra_jax.data import tokenizers
 from electra_jax.model import ElectraPretrainingModel
 
@@ -110,10 +110,10 @@ def test_gradient_routing():
   params = nn.meta.unbox(jax.jit(model.init)(jax.random.key(0), batch['input_ids'],
                                              batch['token_type_ids'], batch['attention_mask'],
                                              jnp.zeros((4, 9), jnp.int32))['params'])
-  obj = train.Objective.from_config(config, tokenizers.TRAINED_SPECIAL_IDS)
+  obj = rtd.Objective.from_config(config, tokenizers.TRAINED_SPECIAL_IDS)
 
   def loss(index):
-    return lambda p: train.pretraining_losses(p, batch, jax.random.key(1), model=model,
+    return lambda p: rtd.pretraining_losses(p, batch, jax.random.key(1), model=model,
                                               obj=obj)[index]
 
   # One jit: op-by-op execution of two backward passes is several times slower.

@@ -72,3 +72,48 @@ def test_adam_without_bias_correction_matches_released_formula():
   corrected, _ = optax.scale_by_adam(b1, b2, eps).update({'w': g1}, optax.scale_by_adam(
       b1, b2, eps).init(params))
   assert not np.allclose(corrected['w'], u1['w'])
+
+
+def _classifier_params(scan: bool):
+  """Parameter shapes of a 3-layer SequenceClassifier."""
+  from electra_jax import config_lib  # pylint: disable=g-import-not-at-top
+  from electra_jax.model import SequenceClassifier  # pylint: disable=g-import-not-at-top
+  config = _config()
+  config.model.num_layers = 3
+  config.model.scan_layers = scan
+  model = SequenceClassifier(config_lib.discriminator_config(config), num_outputs=2)
+  ids = jnp.zeros((1, 8), jnp.int32)
+  return nn.meta.unbox(jax.eval_shape(model.init, jax.random.key(0), ids, ids, ids + 1))['params']
+
+
+@pytest.mark.parametrize('scan', [True, False])
+def test_layerwise_decay_gives_the_embeddings_the_most_decayed_rate(scan):
+  params = _classifier_params(scan)
+  scales = optim.layerwise_lr_scales(params, num_layers=3, decay=0.5)
+  assert float(scales['classifier']['kernel']) == 1.0
+  assert float(scales['embeddings']['word_embeddings']['embedding']) == 0.5**4
+  assert float(scales['discriminator']['embeddings_project']['kernel']) == 0.5**4
+  if scan:
+    per_layer = scales['discriminator']['layers']['attention']['qkv']['kernel']
+    assert per_layer.shape == (3, 1, 1, 1, 1)  # Broadcasts over [L, E, 3, N, D].
+    assert per_layer.ravel().tolist() == [0.5**3, 0.5**2, 0.5]
+  else:
+    assert [float(scales['discriminator'][f'layer_{i}']['output']['bias']) for i in range(3)] == (
+        [0.5**3, 0.5**2, 0.5])
+  # The released code's extra factor below the head.
+  released = optim.layerwise_lr_scales(params, num_layers=3, decay=0.5, released_off_by_one=True)
+  assert float(released['embeddings']['layer_norm']['scale']) == 0.5**5
+  assert float(released['classifier']['bias']) == 1.0
+
+
+def test_layerwise_scales_multiply_each_update():
+  params = {'embeddings': {'w': jnp.ones(2)}, 'discriminator': {'layer_0': {'w': jnp.ones(2)}},
+            'classifier': {'w': jnp.ones(2)}}
+  scales = optim.layerwise_lr_scales(params, num_layers=1, decay=0.1)
+  config = _config(adam_bias_correction=True, weight_decay=0.0, max_grad_norm=1e9)
+  tx = optim.create_optimizer(config, schedule=lambda step: 1.0, lr_scales=scales)
+  updates, _ = tx.update(jax.tree.map(jnp.ones_like, params), tx.init(params), params)
+  # Adam's first step is -lr * sign(g); each parameter's lr is scaled.
+  np.testing.assert_allclose(updates['classifier']['w'], -1.0, rtol=1e-5)
+  np.testing.assert_allclose(updates['discriminator']['layer_0']['w'], -0.1, rtol=1e-5)
+  np.testing.assert_allclose(updates['embeddings']['w'], -0.01, rtol=1e-5)

@@ -68,14 +68,16 @@ def _decode_batch(raws: list[bytes], *, dtype: np.dtype, max_seq_length: int,
 
 
 def train_iterator(data: shards.PreparedData, config: ml_collections.ConfigDict, *,
-                   process_index: int, process_count: int,
-                   num_epochs: int | None = None) -> grain.DatasetIterator:
+                   process_index: int, process_count: int, num_epochs: int | None = None,
+                   batch_size: int | None = None) -> grain.DatasetIterator:
   """An iterator of this process's share of each global batch (numpy arrays).
 
   num_epochs=None repeats forever; a number stops after that many passes.
+  batch_size (global) defaults to config.batch_size.
   """
-  if config.batch_size % process_count:
-    raise config_lib.ConfigError(f'config.batch_size: {config.batch_size} does not split over the '
+  batch_size = batch_size or config.batch_size
+  if batch_size % process_count:
+    raise config_lib.ConfigError(f'config.batch_size: {batch_size} does not split over the '
                                  f'{process_count} processes; use a multiple of it')
   decode = functools.partial(_decode_batch, dtype=data.dtype,
                              max_seq_length=data.max_seq_length, pad_id=data.special_ids.pad)
@@ -85,7 +87,7 @@ def train_iterator(data: shards.PreparedData, config: ml_collections.ConfigDict,
   # Records are decoded a whole batch at a time, which is several times
   # faster than decoding and stacking them one by one.
   dataset = dataset[process_index::process_count].batch(
-      config.batch_size // process_count, drop_remainder=True, batch_fn=decode)
+      batch_size // process_count, drop_remainder=True, batch_fn=decode)
   reading = dataset.to_iter_dataset(grain.ReadOptions(
       num_threads=config.data.read_threads,
       prefetch_buffer_size=config.data.prefetch_batches))

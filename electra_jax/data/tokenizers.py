@@ -56,6 +56,10 @@ class Tokenizer(abc.ABC):
   def spec(self) -> dict[str, Any]:
     """A JSON description from which `load_tokenizer` rebuilds this tokenizer."""
 
+  @abc.abstractmethod
+  def tokens(self, ids: Iterable[int]) -> list[str]:
+    """The vocabulary strings of `ids` (WordPiece '##' continuations, sentencepiece '▁')."""
+
   @property
   def special_ids(self) -> SpecialIds:
     return SpecialIds(pad=self.pad_id, cls=self.cls_id, sep=self.sep_id, mask=self.mask_id)
@@ -97,6 +101,9 @@ class SentencePieceTokenizer(Tokenizer):
 
   def encode(self, texts: list[str]) -> list[list[int]]:
     return self._sp.encode(texts, out_type=int)
+
+  def tokens(self, ids: Iterable[int]) -> list[str]:
+    return [self._sp.id_to_piece(int(i)) for i in ids]
 
   def spec(self) -> dict[str, Any]:
     return {'kind': 'sentencepiece', 'file': os.path.basename(self.model_path),
@@ -203,6 +210,7 @@ class WordPieceTokenizer(Tokenizer):
       raise TokenizerError(f'{vocab_path}: cannot read the WordPiece vocabulary ({e}); pass a '
                            'vocab.txt with one token per line') from None
     self._vocab = {token: i for i, token in enumerate(tokens) if token}
+    self._id_to_token = tokens
     self._size = len(tokens)
     self._set_special_ids(self._vocab, vocab_path)
     self._word_ids = functools.lru_cache(maxsize=1 << 20)(self._wordpiece)
@@ -210,6 +218,9 @@ class WordPieceTokenizer(Tokenizer):
   @property
   def vocab_size(self) -> int:
     return self._size
+
+  def tokens(self, ids: Iterable[int]) -> list[str]:
+    return [self._id_to_token[int(i)] for i in ids]
 
   def spec(self) -> dict[str, Any]:
     return {'kind': 'wordpiece', 'file': os.path.basename(self.vocab_path),

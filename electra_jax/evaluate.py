@@ -1,0 +1,69 @@
+"""Evaluates a pretraining checkpoint on held-out data.
+
+  python -m electra_jax.evaluate --workdir=DIR [--data=PREPARED_DIR] [--num_batches=N]
+
+Prints the generator's MLM loss and accuracy, its sampled-token accuracy, the
+discriminator's loss, accuracy, precision, recall and AUC over the held-out
+tokens, and writes them to the workdir's TensorBoard files as eval/* at the
+checkpoint's step, beside the training curves. --data defaults to the run's
+config.eval.prepared_dir; it must be prepared with the run's tokenizer.
+"""
+
+import sys
+
+from absl import app, flags, logging
+import jax
+
+from electra_jax import (checkpointing, config_lib, evaluation, metric_writer, pretrained,
+                         sharding, train)
+from electra_jax.data import shards, tokenizers
+
+_WORKDIR = flags.DEFINE_string('workdir', None, 'A pretraining workdir.')
+_DATA = flags.DEFINE_string('data', None, 'Held-out prepared data (default: the run\'s '
+                            'config.eval.prepared_dir).')
+_NUM_BATCHES = flags.DEFINE_integer('num_batches', None, 'Batches to evaluate (default: the '
+                                    'run\'s config.eval.num_batches).')
+flags.mark_flags_as_required(['workdir'])
+
+
+def run(workdir: str, data_dir: str | None, num_batches: int | None) -> dict[str, float]:
+  source = pretrained.load(workdir)
+  config = source.config
+  data_dir = data_dir or config.eval.prepared_dir
+  if not data_dir:
+    raise config_lib.ConfigError('--data: the run has no config.eval.prepared_dir; name a '
+                                 'held-out directory prepared with the run\'s tokenizer')
+  mesh = sharding.make_mesh(config.mesh)
+  model = train.build_model(config)
+  with jax.set_mesh(mesh):
+    shardings = train.param_shardings(config, model, mesh)
+    held_out = evaluation.HeldOut(
+        config, data_dir, model, shardings,
+        sharding.batch_sharding(mesh, config.mesh.logical_axis_rules),
+        tokenizer_sha256=source.tokenizer.spec()['sha256'], num_batches=num_batches)
+    results = held_out.run(jax.device_put(source.params, shardings))
+  writer = metric_writer.MetricWriter(workdir)
+  writer.write(source.step, results, prefix='eval')
+  writer.close()
+  return {'step': source.step, **results}
+
+
+def main(argv: list[str]) -> None:
+  if len(argv) > 1:
+    raise app.UsageError(f'Unexpected arguments: {argv[1:]}')
+  checkpointing.hide_orbax_info_logs()
+  try:
+    results = run(_WORKDIR.value, _DATA.value, _NUM_BATCHES.value)
+  except (config_lib.ConfigError, checkpointing.CheckpointError, shards.DataDirError,
+          tokenizers.TokenizerError, FileNotFoundError) as e:
+    logging.error('%s', e)
+    sys.exit(f'error: {e}')
+  step = results.pop('step')
+  for name, value in results.items():
+    print(f'{name:>18}: {value:.4f}' if name != 'tokens' else f'{name:>18}: {value:,.0f}')
+  print(f'step {step}: ' + ', '.join(f'{k}={v:.4f}' for k, v in results.items()
+                                     if k != 'tokens'))
+
+
+if __name__ == '__main__':
+  app.run(main)

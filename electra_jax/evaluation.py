@@ -1,0 +1,141 @@
+"""Pretraining evaluation on held-out data: generator and discriminator metrics, AUC.
+
+One jitted pass per batch, without dropout and with a fixed key per batch, so
+evaluating the same parameters twice gives the same numbers and successive
+evaluations during training are comparable. Counts are summed over all
+batches before any ratio is taken; the discriminator's AUC is computed over
+every non-padding held-out token.
+"""
+
+from collections.abc import Callable, Iterator
+import math
+from typing import Any
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+from jax.sharding import NamedSharding, PartitionSpec
+import ml_collections
+import numpy as np
+import optax
+
+from electra_jax import config_lib, metrics, sharding
+from electra_jax.data import pipeline, shards
+from electra_jax.model import ElectraPretrainingModel
+from electra_jax.rtd import Objective, pretraining_outputs
+
+Batch = dict[str, np.ndarray]
+
+
+def make_eval_step(model: ElectraPretrainingModel, obj: Objective,
+                   config: ml_collections.ConfigDict, param_shardings: Any,
+                   batch_sharding: NamedSharding) -> Callable:
+  """jit(params, batch, index) -> (sums of counts, per-token disc logits, labels, weights)."""
+  rules = config.mesh.logical_axis_rules
+  replicated = NamedSharding(batch_sharding.mesh, PartitionSpec())
+
+  def eval_step(params, batch, index):
+    rng = jax.random.fold_in(jax.random.key(config.eval.seed), index)
+    with nn.logical_axis_rules(rules):
+      out = pretraining_outputs(params, batch, rng, model=model, obj=obj, deterministic=True)
+    slots = out.masked.weights
+    nll = optax.softmax_cross_entropy_with_integer_labels(out.gen_logits, out.masked.labels)
+    tokens = (batch['attention_mask'] > 0).astype(jnp.float32)
+    labels = out.is_replaced.astype(jnp.float32)
+    flagged = (out.disc_logits > 0).astype(jnp.float32) * tokens
+    bce = optax.sigmoid_binary_cross_entropy(out.disc_logits, labels)
+    sums = {
+        'masked': jnp.sum(slots),
+        'mlm_nll': jnp.sum(nll * slots),
+        'mlm_correct': jnp.sum((jnp.argmax(out.gen_logits, -1) == out.masked.labels) * slots),
+        'sampled_correct': jnp.sum((out.sampled == out.masked.labels) * slots),
+        'tokens': jnp.sum(tokens),
+        'disc_bce': jnp.sum(bce * tokens),
+        'disc_correct': jnp.sum((flagged == labels * tokens) * tokens),
+        'flagged': jnp.sum(flagged),
+        'replaced': jnp.sum(labels * tokens),
+        'true_positives': jnp.sum(flagged * labels),
+    }
+    return sums, out.disc_logits, labels, tokens
+
+  return jax.jit(eval_step, in_shardings=(param_shardings, batch_sharding, replicated),
+                 out_shardings=replicated)
+
+
+def summarize(sums: dict[str, float], logits: np.ndarray, labels: np.ndarray) -> dict[str, float]:
+  """Pooled metrics from summed counts; AUC from the held-out tokens' logits."""
+  ratio = lambda a, b: float(sums[a] / sums[b]) if sums[b] else 0.0  # As the train metrics.
+  return {
+      'mlm_loss': ratio('mlm_nll', 'masked'),
+      'mlm_accuracy': ratio('mlm_correct', 'masked'),
+      'sampled_accuracy': ratio('sampled_correct', 'masked'),
+      'disc_loss': ratio('disc_bce', 'tokens'),
+      'disc_accuracy': ratio('disc_correct', 'tokens'),
+      'disc_precision': ratio('true_positives', 'flagged'),
+      'disc_recall': ratio('true_positives', 'replaced'),
+      'replaced_fraction': ratio('replaced', 'tokens'),
+      'disc_auc': metrics.roc_auc(labels, logits),
+      'tokens': float(sums['tokens']),
+  }
+
+
+def evaluate(eval_step: Callable, params: Any, batches: Iterator[Batch], num_batches: int,
+             batch_sharding: NamedSharding) -> dict[str, float]:
+  """Runs up to `num_batches` batches (fewer if the data ends) and pools the metrics."""
+  totals: dict[str, float] = {}
+  all_logits, all_labels = [], []
+  for index in range(num_batches):
+    try:
+      host_batch = next(batches)
+    except StopIteration:
+      break
+    sums, logits, labels, tokens = jax.device_get(eval_step(
+        params, sharding.make_global_batch(host_batch, batch_sharding), np.int32(index)))
+    for key, value in sums.items():
+      totals[key] = totals.get(key, 0.0) + float(value)
+    keep = tokens > 0
+    all_logits.append(logits[keep])
+    all_labels.append(labels[keep])
+  if not totals:
+    raise config_lib.ConfigError('config.eval.batch_size: the held-out data holds fewer '
+                                 'examples than one batch; lower it or hold out more text')
+  return summarize(totals, np.concatenate(all_logits), np.concatenate(all_labels))
+
+
+class HeldOut:
+  """Held-out prepared data with a compiled eval step: `run(params)` evaluates.
+
+  The same batches (the first `num_batches` of the seeded order) and keys
+  are used on every call.
+  """
+
+  def __init__(self, config: ml_collections.ConfigDict, directory: str,
+               model: ElectraPretrainingModel, param_shardings: Any,
+               batch_sharding: NamedSharding, *, tokenizer_sha256: str,
+               num_batches: int | None = None):
+    self._config = config
+    self.data = shards.PreparedData.load(directory)
+    pipeline.check_compatible(self.data, config)
+    if self.data.metadata['tokenizer']['sha256'] != tokenizer_sha256:
+      raise config_lib.ConfigError(
+          f'config.eval.prepared_dir: {directory} was tokenized with '
+          f'{self.data.metadata["tokenizer"]["file"]}, not the model\'s tokenizer; prepare the '
+          'held-out text with the same --vocab or --spm_model')
+    self.batch_size = config.eval.batch_size or config.batch_size
+    ways = math.prod(batch_sharding.mesh.shape[axis] for axis in ('data', 'fsdp'))
+    if self.batch_size % ways:
+      raise config_lib.ConfigError(f'config.eval.batch_size: {self.batch_size} does not split '
+                                   f'over the {ways} data x fsdp devices')
+    self.num_batches = num_batches or config.eval.num_batches
+    self._batch_sharding = batch_sharding
+    obj = Objective.from_config(config, self.data.special_ids)
+    self._step = make_eval_step(model, obj, config, param_shardings, batch_sharding)
+
+  def run(self, params: Any) -> dict[str, float]:
+    batches = pipeline.train_iterator(self.data, self._config, process_index=jax.process_index(),
+                                      process_count=jax.process_count(), num_epochs=1,
+                                      batch_size=self.batch_size)
+    try:
+      return evaluate(self._step, params, batches, self.num_batches, self._batch_sharding)
+    finally:
+      batches.close()

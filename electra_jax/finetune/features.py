@@ -1,0 +1,54 @@
+"""GLUE texts -> fixed-length model inputs, as BERT and ELECTRA build them.
+
+`[CLS] A [SEP]` or `[CLS] A [SEP] B [SEP]`, segment ids 0 then 1, zero
+padding. A pair too long is cut one token at a time from the longer text,
+so a short text keeps all of its (more informative) tokens.
+"""
+
+import numpy as np
+
+from electra_jax.data.tokenizers import Tokenizer
+from electra_jax.finetune.glue import Examples
+
+Features = dict[str, np.ndarray]
+
+
+def _truncate_pair(a: list[int], b: list[int], budget: int) -> tuple[list[int], list[int]]:
+  cut_a = cut_b = 0
+  while len(a) - cut_a + len(b) - cut_b > budget:
+    if len(a) - cut_a > len(b) - cut_b:
+      cut_a += 1
+    else:
+      cut_b += 1
+  return a[:len(a) - cut_a], b[:len(b) - cut_b]
+
+
+def encode(examples: Examples, tokenizer: Tokenizer, max_seq_length: int, *,
+           swap: bool = False) -> Features:
+  """int32 [N, max_seq_length] input_ids, attention_mask and token_type_ids.
+
+  `swap` exchanges the two texts of each pair (the released code's
+  double_unordered augmentation for symmetric tasks).
+  """
+  first, second = examples.text_a, examples.text_b
+  if swap:
+    first, second = second, first
+  ids_a = tokenizer.encode(first)
+  ids_b = tokenizer.encode(second) if second is not None else None
+  n = len(ids_a)
+  input_ids = np.full((n, max_seq_length), tokenizer.pad_id, np.int32)
+  token_type_ids = np.zeros((n, max_seq_length), np.int32)
+  attention_mask = np.zeros((n, max_seq_length), np.int32)
+  for i in range(n):
+    if ids_b is None:
+      row = [tokenizer.cls_id, *ids_a[i][:max_seq_length - 2], tokenizer.sep_id]
+      segment_b = 0
+    else:
+      a, b = _truncate_pair(ids_a[i], ids_b[i], max_seq_length - 3)
+      row = [tokenizer.cls_id, *a, tokenizer.sep_id, *b, tokenizer.sep_id]
+      segment_b = len(b) + 1
+    input_ids[i, :len(row)] = row
+    attention_mask[i, :len(row)] = 1
+    token_type_ids[i, len(row) - segment_b:len(row)] = 1
+  return {'input_ids': input_ids, 'attention_mask': attention_mask,
+          'token_type_ids': token_type_ids}

@@ -1,0 +1,118 @@
+"""Shows what the discriminator sees: each token with the probability it was replaced.
+
+  python -m electra_jax.predict --workdir=DIR "The chef cooked the meal."
+  python -m electra_jax.predict --workdir=DIR --corrupt "The chef cooked the meal."
+
+--workdir is a pretraining workdir or an HF ELECTRA discriminator directory.
+With --corrupt (pretraining workdirs, which keep the generator), the text is
+first corrupted as in pretraining: positions are masked, the generator
+samples replacements, and the table shows which tokens were replaced against
+which ones the discriminator flags (probability > 0.5).
+"""
+
+import sys
+
+from absl import app, flags, logging
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from electra_jax import checkpointing, config_lib, hf_interop, pretrained, rtd
+from electra_jax.data import tokenizers
+from electra_jax.model import ElectraPretrainingModel
+
+_WORKDIR = flags.DEFINE_string('workdir', None, 'A pretraining workdir or an HF directory.')
+_CORRUPT = flags.DEFINE_boolean('corrupt', False, 'Corrupt the text with the generator first.')
+_SEED = flags.DEFINE_integer('seed', 0, 'Key for masking and sampling with --corrupt.')
+_MASK_PROB = flags.DEFINE_float('mask_prob', None, 'Fraction masked with --corrupt (default: '
+                                'the run\'s objective.mask_prob).')
+flags.mark_flags_as_required(['workdir'])
+
+_BAR_WIDTH = 20
+
+
+def _row(tokenizer: tokenizers.Tokenizer, text: str, max_length: int) -> dict[str, np.ndarray]:
+  ids = [tokenizer.cls_id, *tokenizer.encode([text])[0][:max_length - 2], tokenizer.sep_id]
+  ids = np.asarray([ids], np.int32)
+  return {'input_ids': ids, 'attention_mask': np.ones_like(ids), 'token_type_ids': ids * 0}
+
+
+def _bar(p: float, color: bool) -> str:
+  bar = '█' * int(round(p * _BAR_WIDTH))
+  return f'\033[31m{bar}\033[0m' if color and p > 0.5 else bar
+
+
+def describe(source: pretrained.Pretrained, text: str, *, corrupt: bool, seed: int = 0,
+             mask_prob: float | None = None, color: bool = False) -> str:
+  """The table for one text."""
+  tokenizer = source.tokenizer
+  generator_cfg = source.generator_cfg or source.discriminator_cfg  # Unused without --corrupt.
+  model = ElectraPretrainingModel(generator_cfg, source.discriminator_cfg,
+                                  source.untie_embeddings)
+  batch = _row(tokenizer, text, source.discriminator_cfg.max_position_embeddings)
+  variables = {'params': source.params}
+  original = batch['input_ids'][0]
+  if corrupt:
+    config = source.config
+    if mask_prob is not None:
+      config = config.copy_and_resolve_references()
+      config.objective.mask_prob = mask_prob
+    obj = rtd.Objective.from_config(config, tokenizer.special_ids)
+    out = rtd.pretraining_outputs(source.params, jax.tree.map(jnp.asarray, batch),
+                                  jax.random.key(seed), model=model, obj=obj,
+                                  deterministic=True)
+    shown, is_replaced = np.asarray(out.corrupted)[0], np.asarray(out.is_replaced)[0]
+    logits = np.asarray(out.disc_logits)[0]
+  else:
+    shown, is_replaced = original, np.zeros_like(original, bool)
+    logits = np.asarray(model.apply(variables, batch['input_ids'], batch['token_type_ids'],
+                                    batch['attention_mask'], True,
+                                    method=model.discriminator_logits))[0]
+  probs = 1 / (1 + np.exp(-logits))
+  names, originals = tokenizer.tokens(shown), tokenizer.tokens(original)
+  width = max(len(t) for t in names) + 2
+  header = f'{"#":>4}  {"token":<{width}}{"p(replaced)":>11}'
+  if corrupt:
+    header += f'  {"":<{_BAR_WIDTH}}  {"replaced?":<18} flagged?'
+  lines = [header]
+  for i, (name, p) in enumerate(zip(names, probs)):
+    line = f'{i:>4}  {name:<{width}}{p:>11.3f}  {_bar(p, color):<{_BAR_WIDTH}}'
+    if corrupt:
+      was = f'yes (was {originals[i]})' if is_replaced[i] else 'no'
+      line += f'  {was:<18} {"yes" if p > 0.5 else "no"}'
+    lines.append(line)
+  if corrupt:
+    flagged = probs > 0.5
+    lines.append(f'{int(is_replaced.sum())} of {len(names)} tokens replaced; the discriminator '
+                 f'flags {int(flagged.sum())}, {int((flagged & is_replaced).sum())} of them '
+                 'rightly')
+  return '\n'.join(lines)
+
+
+def main(argv: list[str]) -> None:
+  texts = argv[1:]
+  if not texts:
+    raise app.UsageError('Give one or more texts to examine, each as one argument')
+  checkpointing.hide_orbax_info_logs()
+  try:
+    source = pretrained.load(_WORKDIR.value)
+    if source.tokenizer is None:
+      raise tokenizers.TokenizerError(f'{_WORKDIR.value}: has no tokenizer (vocab.txt)')
+    if 'discriminator_head' not in source.params:
+      raise config_lib.ConfigError(f'{_WORKDIR.value}: holds no discriminator head (an HF '
+                                   'ElectraModel or a fine-tuned model); use a pretraining '
+                                   'workdir or an ElectraForPreTraining directory')
+    if _CORRUPT.value and source.config is None:
+      raise config_lib.ConfigError('--corrupt needs the generator, which only pretraining '
+                                   'workdirs keep')
+  except (config_lib.ConfigError, checkpointing.CheckpointError, tokenizers.TokenizerError,
+          hf_interop.HFCheckpointError, FileNotFoundError) as e:
+    logging.error('%s', e)
+    sys.exit(f'error: {e}')
+  for text in texts:
+    print(describe(source, text, corrupt=_CORRUPT.value, seed=_SEED.value,
+                   mask_prob=_MASK_PROB.value, color=sys.stdout.isatty()))
+
+
+if __name__ == '__main__':
+  app.run(main)

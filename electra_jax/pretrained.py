@@ -1,0 +1,106 @@
+"""A pretrained ELECTRA, from one of our pretraining workdirs or an HF directory.
+
+Fine-tuning, export, prediction and evaluation all start here: `load(path)`
+gives the network sizes, the parameters in our tree and the tokenizer,
+whichever kind of directory `path` is.
+"""
+
+import dataclasses
+import json
+import os
+import tempfile
+from typing import Any
+
+from etils import epath
+import jax
+import ml_collections
+import numpy as np
+
+from electra_jax import checkpointing, config_lib, hf_interop
+from electra_jax.config_lib import EncoderConfig
+from electra_jax.data import tokenizers
+
+
+@dataclasses.dataclass
+class Pretrained:
+  source: str
+  discriminator_cfg: EncoderConfig
+  # None for an HF discriminator alone, which has no generator.
+  generator_cfg: EncoderConfig | None
+  # Our pretraining tree: embeddings (or discriminator_/generator_embeddings),
+  # discriminator, discriminator_head, generator, generator_head; what the
+  # source lacks is absent.
+  params: dict[str, Any]
+  tokenizer: tokenizers.Tokenizer | None
+  step: int | None  # The pretraining step, for our workdirs.
+  config: ml_collections.ConfigDict | None  # The pretraining config, for our workdirs.
+
+  @property
+  def untie_embeddings(self) -> bool:
+    return 'embeddings' not in self.params
+
+  def discriminator_params(self) -> dict[str, Any]:
+    """{'embeddings', 'discriminator'}: what a fine-tuned classifier starts from."""
+    embeddings = self.params.get('embeddings', self.params.get('discriminator_embeddings'))
+    return {'embeddings': embeddings, 'discriminator': self.params['discriminator']}
+
+
+def is_workdir(path: str) -> bool:
+  return (epath.Path(path) / 'checkpoints').exists()
+
+
+def load(path: str, **runtime: Any) -> Pretrained:
+  """The model in `path`: a pretraining workdir (its newest checkpoint) or an HF
+  ELECTRA directory. `runtime` overrides EncoderConfig fields that do not
+  change the parameters (dtype, dropout rates, attention_impl, remat_policy)."""
+  if is_workdir(path):
+    return _load_workdir(path, runtime)
+  if os.path.exists(os.path.join(path, 'config.json')):
+    return _load_hf(path, runtime)
+  raise FileNotFoundError(f'{path}: neither a pretraining workdir (no checkpoints/) nor an HF '
+                          'model directory (no config.json)')
+
+
+def _load_workdir(workdir: str, runtime: dict[str, Any]) -> Pretrained:
+  step, params, meta = checkpointing.restore_for_inference(workdir)
+  config = ml_collections.ConfigDict(meta['config'])
+  discriminator = dataclasses.replace(config_lib.discriminator_config(config), **runtime)
+  generator = dataclasses.replace(config_lib.generator_config(config), **runtime)
+  params = jax.tree.map(np.asarray, params)
+  return Pretrained(workdir, discriminator, generator, params,
+                    _workdir_tokenizer(workdir, meta), step, config)
+
+
+def _workdir_tokenizer(workdir: str, meta: dict[str, Any]) -> tokenizers.Tokenizer:
+  """The copy in WORKDIR/tokenizer, else the prepared data's own."""
+  spec = meta['tokenizer']
+  for directory in (epath.Path(workdir) / 'tokenizer',
+                    epath.Path(meta['data_dir']) / 'tokenizer'):
+    if (directory / spec['file']).exists():
+      if '://' in str(directory):  # Tokenizer libraries read local files.
+        local = tempfile.mkdtemp(prefix='electra_jax_tokenizer_')
+        (directory / spec['file']).copy(epath.Path(local) / spec['file'])
+        directory = local
+      return tokenizers.load_tokenizer(spec, str(directory))
+  raise tokenizers.TokenizerError(
+      f'{workdir}: the tokenizer file {spec["file"]} is in neither {workdir}/tokenizer nor '
+      f'{meta["data_dir"]}/tokenizer; copy it into {workdir}/tokenizer')
+
+
+def _load_hf(directory: str, runtime: dict[str, Any]) -> Pretrained:
+  config, sd = hf_interop.read_hf_dir(directory)
+  cfg = hf_interop.encoder_config_from_hf(config, **runtime)
+  params = hf_interop.discriminator_params_from_hf(sd, cfg)
+  return Pretrained(directory, cfg, None, params, _hf_tokenizer(directory), None, None)
+
+
+def _hf_tokenizer(directory: str) -> tokenizers.Tokenizer | None:
+  vocab = os.path.join(directory, 'vocab.txt')
+  if not os.path.exists(vocab):
+    return None
+  lower_case = True
+  settings = os.path.join(directory, 'tokenizer_config.json')
+  if os.path.exists(settings):
+    with open(settings) as f:
+      lower_case = json.load(f).get('do_lower_case', True)
+  return tokenizers.WordPieceTokenizer(vocab, lower_case=lower_case)

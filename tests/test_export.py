@@ -1,0 +1,169 @@
+"""HF transformers interop, prediction and evaluation, on a real checkpoint.
+
+The workdir fixture holds a real orbax checkpoint, written by the code the
+trainer uses, of a small model over BERT's uncased vocabulary with random
+weights: interop and the CLIs need real files, not a trained model.
+"""
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+
+import jax
+import numpy as np
+import pytest
+from safetensors import numpy as safetensors_numpy
+
+from configs import tiny
+from electra_jax import checkpointing, optim, pretrained, sharding, train
+from electra_jax.data import prepare, tokenizers
+from tests.conftest import REPO, data_dir
+
+torch = pytest.importorskip('torch')
+transformers = pytest.importorskip('transformers')
+
+
+def _vocab() -> str:
+  return str(data_dir() / 'vocab' / 'bert-base-uncased-vocab.txt')
+
+
+def _config():
+  config = tiny.get_config()
+  config.model.vocab_size = 30522
+  config.model.num_layers = 3
+  return config
+
+
+@pytest.fixture(scope='module')
+def workdir(tmp_path_factory) -> str:
+  """A pretraining workdir: a checkpoint at step 7 and the tokenizer, as train writes them."""
+  directory = str(tmp_path_factory.mktemp('workdir'))
+  config = _config()
+  tokenizer = tokenizers.copy_tokenizer_file(tokenizers.WordPieceTokenizer(_vocab()),
+                                             os.path.join(directory, 'tokenizer'))
+  mesh = sharding.make_mesh(config.mesh, jax.devices()[:1])
+  with jax.set_mesh(mesh):
+    state, _ = train.create_train_state(config, train.build_model(config),
+                                        optim.create_optimizer(config), mesh)
+    # Random biases and LayerNorm parameters too, so that every mapping shows.
+    leaves, tree = jax.tree.flatten(state.params)
+    keys = jax.random.split(jax.random.key(1), len(leaves))
+    state = state.replace(params=jax.tree.unflatten(tree, [
+        x + 0.05 * jax.random.normal(k, x.shape) for x, k in zip(leaves, keys)]))
+    manager = checkpointing.create_manager(directory, config)
+    checkpointing.save(manager, 7, state, {'next_index': 7},
+                       checkpointing.checkpoint_meta(config, 7, tokenizer.spec(), 'none'))
+    manager.wait_until_finished()
+    manager.close()
+  return directory
+
+
+def _cli(module: str, *args: str) -> subprocess.CompletedProcess:
+  return subprocess.run([sys.executable, '-m', module, *args], cwd=REPO, capture_output=True,
+                        text=True, timeout=300, env=dict(os.environ, JAX_PLATFORMS='cpu'))
+
+
+def _inputs():
+  rng = np.random.default_rng(0)
+  ids = rng.integers(1000, 30000, (2, 24))
+  ids[:, 0], ids[:, -1] = 101, 102
+  mask = np.ones_like(ids)
+  mask[1, 17:] = 0
+  types = np.zeros_like(ids)
+  types[:, 12:] = 1
+  return ids, mask, types, np.array([[1, 5, 9], [2, 3, 16]])
+
+
+def test_export_loads_in_transformers_with_matching_logits(workdir, tmp_path):
+  out = tmp_path / 'hf'
+  result = _cli('electra_jax.export', f'--workdir={workdir}', f'--output={out}', '--generator')
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert f'wrote {out} (step 7)' in result.stdout
+
+  source = pretrained.load(workdir)
+  model = train.build_model(source.config)
+  ids, mask, types, positions = _inputs()
+  ours_gen, ours_disc = model.apply({'params': source.params}, ids, types, mask, positions)
+  disc = transformers.ElectraForPreTraining.from_pretrained(out).eval()
+  gen = transformers.ElectraForMaskedLM.from_pretrained(out / 'generator').eval()
+  with torch.no_grad():
+    args = dict(input_ids=torch.tensor(ids), attention_mask=torch.tensor(mask),
+                token_type_ids=torch.tensor(types))
+    hf_disc = disc(**args).logits.numpy()
+    hf_gen = np.take_along_axis(gen(**args).logits.numpy(), positions[..., None], axis=1)
+  real = mask.astype(bool)
+  disc_err = np.abs(hf_disc - np.asarray(ours_disc))[real].max()
+  gen_err = np.abs(hf_gen - np.asarray(ours_gen)).max()
+  print(f'export parity: discriminator {disc_err:.2e}, generator {gen_err:.2e}')
+  assert disc_err < 1e-4 and gen_err < 1e-4
+  assert np.abs(hf_disc).max() > 0.1
+
+  # The tokenizer files load as HF's ElectraTokenizer and give our ids.
+  hf_tokenizer = transformers.ElectraTokenizer.from_pretrained(out)
+  text = 'The Naïve chef cooked 3 meals, didn\'t she?'
+  assert hf_tokenizer(text, add_special_tokens=False)['input_ids'] == (
+      source.tokenizer.encode([text])[0])
+
+
+@pytest.mark.parametrize('safetensors', [True, False])
+def test_import_then_export_is_lossless(tmp_path, safetensors):
+  config = transformers.ElectraConfig(vocab_size=30522, embedding_size=64, hidden_size=128,
+                                      num_hidden_layers=2, num_attention_heads=2,
+                                      intermediate_size=512, max_position_embeddings=64)
+  torch.manual_seed(0)
+  original = transformers.ElectraForPreTraining(config)
+  original.save_pretrained(tmp_path / 'original', safe_serialization=safetensors)
+  with open(_vocab()) as f:
+    (tmp_path / 'original' / 'vocab.txt').write_text(f.read())
+  result = _cli('electra_jax.export', f'--workdir={tmp_path / "original"}',
+                f'--output={tmp_path / "again"}')
+  assert result.returncode == 0, result.stderr[-3000:]
+  before = {k: v.numpy() for k, v in original.state_dict().items()}
+  after = safetensors_numpy.load_file(str(tmp_path / 'again' / 'model.safetensors'))
+  # HF keeps position ids as a buffer in some versions; every weight must match.
+  assert set(after) == {k for k in before if not k.endswith('position_ids')}
+  for name, value in after.items():
+    np.testing.assert_array_equal(value, before[name], err_msg=name)
+  with open(tmp_path / 'again' / 'config.json') as f:
+    assert json.load(f)['num_hidden_layers'] == 2
+
+
+def test_predict_shows_each_token(workdir):
+  result = _cli('electra_jax.predict', f'--workdir={workdir}', 'The chef cooked the meal.')
+  assert result.returncode == 0, result.stderr[-3000:]
+  lines = result.stdout.strip().splitlines()
+  # Header, then [CLS] the chef cooked the meal . [SEP].
+  assert len(lines) == 9 and lines[2].split()[1] == 'the' and lines[-1].split()[1] == '[SEP]'
+  assert all(0 <= float(line.split()[2]) <= 1 for line in lines[1:])
+
+  result = _cli('electra_jax.predict', f'--workdir={workdir}', '--corrupt', '--mask_prob=0.5',
+                'The chef cooked the meal in the old kitchen.')
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert 'replaced?' in result.stdout
+  assert 'yes (was ' in result.stdout
+  assert 'tokens replaced; the discriminator flags' in result.stdout.strip().splitlines()[-1]
+
+
+def test_evaluate_reports_auc_on_held_out_data(workdir, tmp_path, tiny_tokenizer):
+  options = prepare.PrepareOptions(corpus=f'wiki:{data_dir()}/wikipedia/AA/wiki_99',
+                                   max_seq_length=64, vocab=_vocab())
+  held_out = prepare.prepare(options, str(tmp_path / 'held_out'), num_workers=1,
+                             progress=False)
+  result = _cli('electra_jax.evaluate', f'--workdir={workdir}', f'--data={held_out.directory}',
+                '--num_batches=3')
+  assert result.returncode == 0, result.stderr[-3000:]
+  last = result.stdout.strip().splitlines()[-1]
+  assert last.startswith('step 7: mlm_loss=') and 'disc_auc=' in last
+  values = dict(item.split('=') for item in last.split(': ', 1)[1].split(', '))
+  assert 0 <= float(values['disc_auc']) <= 1 and float(values['mlm_loss']) > 0
+  assert any(name.startswith('events.out.tfevents') for name in os.listdir(workdir))
+
+  # Held-out text prepared with another tokenizer is refused.
+  other = prepare.prepare(dataclasses.replace(options, vocab='',
+                                              spm_model=tiny_tokenizer.model_path),
+                          str(tmp_path / 'other'), num_workers=1, progress=False)
+  result = _cli('electra_jax.evaluate', f'--workdir={workdir}', f'--data={other.directory}')
+  assert result.returncode == 1
+  assert 'error: config.model.vocab_size: 30522, but the data in' in result.stderr

@@ -1,0 +1,125 @@
+"""GLUE task files: the real CoLA, SST-2, MRPC and WNLI, the other layouts, bad rows,
+model inputs and submission files."""
+
+import numpy as np
+import pytest
+
+from electra_jax.data import tokenizers
+from electra_jax.finetune import features, glue
+from tests.conftest import data_dir
+
+
+def _glue() -> str:
+  return str(data_dir() / 'glue')
+
+
+@pytest.mark.parametrize('task, split, rows, labelled', [
+    ('cola', 'train', 8551, True), ('cola', 'dev', 1043, True), ('cola', 'test', 1063, False),
+    ('SST-2', 'train', 67349, True), ('sst2', 'dev', 872, True), ('sst-2', 'test', 1821, False),
+    ('MRPC', 'train', 3668, True), ('mrpc', 'dev', 408, True), ('mrpc', 'test', 1725, False),
+    ('wnli', 'train', 635, True), ('wnli', 'dev', 71, True), ('wnli', 'test', 146, False),
+])
+def test_real_task_files(task, split, rows, labelled):
+  t = glue.get_task(task)
+  examples = glue.read_split(t, _glue(), split)
+  assert len(examples) == rows
+  assert (examples.text_b is not None) == (t.name in ('mrpc', 'wnli'))
+  if labelled:
+    assert set(np.unique(examples.labels)) == {0, 1}
+  else:
+    assert examples.labels is None and examples.ids[:2] == ['0', '1']
+
+
+def test_real_rows_land_in_the_right_fields():
+  cola = glue.read_split(glue.get_task('cola'), _glue(), 'train')
+  assert cola.text_a[0].startswith("Our friends won't buy this analysis")
+  assert cola.labels[0] == 1
+  mrpc = glue.read_split(glue.get_task('mrpc'), _glue(), 'train')  # Its header has a BOM.
+  assert mrpc.text_a[0].startswith('Amrozi accused his brother')
+  assert mrpc.text_b[0].startswith('Referring to him as only')
+  assert mrpc.labels[:2].tolist() == [1, 0]
+
+
+def _write(tmp_path, folder: str, name: str, lines: list[str]) -> str:
+  (tmp_path / folder).mkdir(exist_ok=True)
+  (tmp_path / folder / name).write_text('\n'.join(lines) + '\n')
+  return str(tmp_path)
+
+
+def test_other_layouts_as_glue_ships_them(tmp_path):
+  _write(tmp_path, 'STS-B', 'dev.tsv', [
+      'index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2\tscore',
+      '0\tmain-captions\tMSRvid\t2012test\t0000\tnone\tnone\tA man plays.\tA man is playing.\t4.6'])
+  sts = glue.read_split(glue.get_task('STS-B'), str(tmp_path), 'dev')
+  assert (sts.text_a, sts.text_b) == (['A man plays.'], ['A man is playing.'])
+  assert sts.labels.dtype == np.float32 and sts.labels[0] == pytest.approx(4.6)
+
+  header = '\t'.join(['index', 'promptID', 'pairID', 'genre', 's1b', 's2b', 's1p', 's2p',
+                      'sentence1', 'sentence2', 'label1', 'gold_label'])
+  _write(tmp_path, 'MNLI', 'dev_mismatched.tsv',
+         [header, '\t'.join(['0', '1', '2', 'g', 'x', 'x', 'x', 'x', 'A cat.', 'An animal.',
+                             'entailment', 'entailment'])])
+  mnli = glue.read_split(glue.get_task('mnli'), str(tmp_path), 'dev_mismatched')
+  assert mnli.text_b == ['An animal.'] and mnli.labels.tolist() == [1]
+
+  _write(tmp_path, 'QQP', 'test.tsv', ['id\tquestion1\tquestion2', '7\tWhy?\tHow?'])
+  qqp = glue.read_split(glue.get_task('qqp'), str(tmp_path), 'test')
+  assert (qqp.ids, qqp.text_a, qqp.text_b) == (['7'], ['Why?'], ['How?'])
+  _write(tmp_path, 'RTE', 'train.tsv', ['index\tsentence1\tsentence2\tlabel',
+                                        '0\tIt rains.\tIt is dry.\tnot_entailment'])
+  assert glue.read_split(glue.get_task('rte'), str(tmp_path), 'train').labels.tolist() == [1]
+
+
+@pytest.mark.parametrize('lines, message', [
+    (['index\tsentence1\tsentence2\tlabel', '0\tonly two fields'],
+     r'RTE/train.tsv:2: 2 tab-separated fields, but rte needs at least 4'),
+    (['index\tsentence1\tsentence2\tlabel', '0\ta\tb\tentailment', '1\ta\tb\tmaybe'],
+     r"RTE/train.tsv:3: label 'maybe' is not one of rte's labels"),
+    (['index\tsentence1\tsentence2\tlabel'], r'RTE/train.tsv: no examples'),
+])
+def test_bad_rows_name_file_and_line(tmp_path, lines, message):
+  _write(tmp_path, 'RTE', 'train.tsv', lines)
+  with pytest.raises(glue.GlueDataError, match=message):
+    glue.read_split(glue.get_task('rte'), str(tmp_path), 'train')
+
+
+def test_bad_scores_missing_files_and_unknown_tasks(tmp_path):
+  _write(tmp_path, 'STS-B', 'train.tsv', ['h\th\th\th\th\th\th\th\th\th',
+                                          '0\tg\tf\ty\t0\ts\ts\tA.\tB.\t7.5'])
+  with pytest.raises(glue.GlueDataError, match=r"STS-B/train.tsv:2: score '7.5' is not a "
+                                               r'number in \[0.0, 5.0\]'):
+    glue.read_split(glue.get_task('sts-b'), str(tmp_path), 'train')
+  with pytest.raises(glue.GlueDataError, match=r'CoLA/dev.tsv: no such file'):
+    glue.read_split(glue.get_task('cola'), str(tmp_path), 'dev')
+  with pytest.raises(glue.GlueDataError, match='--task=squad: not a GLUE task'):
+    glue.get_task('squad')
+
+
+def test_features_follow_bert_layout():
+  tokenizer = tokenizers.WordPieceTokenizer(
+      str(data_dir() / 'vocab' / 'bert-base-uncased-vocab.txt'))
+  examples = glue.Examples(['the cat sat on the mat', 'hi'], ['a dog', 'there'],
+                           np.array([1, 0], np.int32), ['0', '1'])
+  f = features.encode(examples, tokenizer, max_seq_length=8)
+  cls, sep = tokenizer.cls_id, tokenizer.sep_id
+  # The longer text is cut first: 6 + 2 tokens in a budget of 5.
+  a, b = tokenizer.encode(['the cat sat on the mat', 'a dog'])
+  assert f['input_ids'][0].tolist() == [cls, *a[:3], sep, *b, sep]
+  assert f['token_type_ids'][0].tolist() == [0, 0, 0, 0, 0, 1, 1, 1]
+  assert f['attention_mask'][1].tolist() == [1, 1, 1, 1, 1, 0, 0, 0]
+  assert f['token_type_ids'][1].tolist() == [0, 0, 0, 1, 1, 0, 0, 0]
+  swapped = features.encode(examples, tokenizer, max_seq_length=8, swap=True)
+  assert swapped['input_ids'][1].tolist()[:5] == [cls, *tokenizer.encode(['there'])[0], sep,
+                                                  *tokenizer.encode(['hi'])[0], sep]
+  single = features.encode(glue.Examples(['hello world'], None, None, ['0']), tokenizer, 8)
+  assert single['token_type_ids'].sum() == 0 and single['attention_mask'].sum() == 4
+
+
+def test_submission_files(tmp_path):
+  path = tmp_path / 'RTE.tsv'
+  glue.write_submission(glue.get_task('rte'), str(path), ['0', '1'], np.array([1, 0]))
+  assert path.read_text() == 'index\tprediction\n0\tnot_entailment\n1\tentailment\n'
+  glue.write_submission(glue.get_task('sts-b'), str(path), ['5'], np.array([3.14159]))
+  assert path.read_text() == 'index\tprediction\n5\t3.142\n'
+  scores = glue.score(glue.get_task('mrpc'), np.array([1, 0, 1]), np.array([1, 1, 1]))
+  assert scores == {'f1': pytest.approx(0.8), 'accuracy': pytest.approx(2 / 3)}
