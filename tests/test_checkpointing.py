@@ -43,10 +43,10 @@ def _args(prepared: str, *extra: str) -> list[str]:
 
 @pytest.fixture(scope='module')
 def run_a(tmp_path_factory, prepared_tiny):
-  """40 uninterrupted steps, a checkpoint every 5."""
+  """40 uninterrupted steps, a checkpoint every 10."""
   workdir = tmp_path_factory.mktemp('run_a')
   result = run_main(workdir, *_args(prepared_tiny, '--config.num_train_steps=40',
-                                    '--config.checkpoint.every_steps=5'))
+                                    '--config.checkpoint.every_steps=10'))
   assert result.returncode == 0, result.stderr[-3000:]
   return workdir
 
@@ -94,10 +94,10 @@ def _wait_for_step(process: subprocess.Popen, log: str, step: int, timeout: floa
 
 def test_exact_resume_after_sigkill(tmp_path, prepared_tiny, run_a):
   workdir = tmp_path / 'b'
-  args = _args(prepared_tiny, '--config.num_train_steps=40', '--config.checkpoint.every_steps=5')
+  args = _args(prepared_tiny, '--config.num_train_steps=40', '--config.checkpoint.every_steps=10')
   process, log = _start(workdir, *args)
-  _wait_for_step(process, log, 2)
-  time.sleep(random.uniform(0, 3))  # A moment the test does not choose.
+  _wait_for_step(process, log, 20)  # N = 20 steps done (and saved), then a moment
+  time.sleep(random.uniform(0, 1.5))  # that the test does not choose.
   process.send_signal(signal.SIGKILL)
   assert process.wait() == -signal.SIGKILL, 'the run finished before it could be killed'
   print('killed after step', max(_logged_steps(log)))
@@ -164,14 +164,14 @@ def test_damaged_checkpoints_fall_back_and_never_restart_silently(tmp_path, run_
   with open(biggest, 'r+b') as f:
     f.truncate(os.path.getsize(biggest) // 2)
   result = run_main(workdir, *_args(prepared_tiny, '--config.num_train_steps=40',
-                                    '--config.checkpoint.every_steps=5'))
+                                    '--config.checkpoint.every_steps=10'))
   assert result.returncode == 0, result.stderr[-3000:]
   assert 'Checkpoint 40 in' in result.stderr and 'cannot be restored' in result.stderr
-  assert 'Resumed at step 35 ' in result.stderr
+  assert 'Resumed at step 30 ' in result.stderr
   assert any(name.startswith('40.unreadable-') for name in os.listdir(workdir / 'checkpoints'))
-  # The redone steps 36-40 equal the original ones.
+  # The redone steps 31-40 equal the original ones.
   a, b = _last_per_step(run_a), _last_per_step(workdir)
-  assert all(a[tag][s] == b[tag][s] for tag in a for s in range(36, 41))
+  assert all(a[tag][s] == b[tag][s] for tag in a for s in range(31, 41))
 
   for name in os.listdir(workdir / 'checkpoints'):
     if name.isdigit():
@@ -186,31 +186,31 @@ def test_failed_saves_are_reported_and_keep_the_previous_checkpoint(tmp_path, ru
                                                                      prepared_tiny):
   workdir = tmp_path / 'full_disk'
   shutil.copytree(run_a, workdir)
-  for step in ('35', '40'):  # Back to step 30, so that steps 35 and 40 save again.
+  for step in ('30', '40'):  # Back to step 20, so that steps 30 and 40 save again.
     shutil.rmtree(workdir / 'checkpoints' / step)
-  args = _args(prepared_tiny, '--config.num_train_steps=40', '--config.checkpoint.every_steps=5')
+  args = _args(prepared_tiny, '--config.num_train_steps=40', '--config.checkpoint.every_steps=10')
   # Files over 1 MiB cannot be written: a write fails with EFBIG (Python ignores
   # SIGXFSZ), as it would with ENOSPC on a full disk.
   result = run_main(workdir, *args, shell_setup='ulimit -f 1024')
   assert result.returncode == 1
   # Each failure is reported against its own step; the run does not claim success.
-  for step in (35, 40):
+  for step in (30, 40):
     assert re.search(rf'saving the checkpoint of step {step} in .* failed \(.*File too large',
                      result.stderr)
   # Orbax's dying writer threads may print after it, so the line is searched for.
   error = [line for line in result.stderr.splitlines() if line.startswith('error: ')]
   assert error[0].startswith('error: saving the checkpoint of step 40') and (
-      'the newest valid checkpoint is step 30' in error[0])
-  assert max(int(s) for s in os.listdir(workdir / 'checkpoints') if s.isdigit()) == 30
+      'the newest valid checkpoint is step 20' in error[0])
+  assert max(int(s) for s in os.listdir(workdir / 'checkpoints') if s.isdigit()) == 20
 
-  # With space again, the run resumes from 30 and redoes the same steps.
+  # With space again, the run resumes from 20 and redoes the same steps.
   result = run_main(workdir, *args)
   assert result.returncode == 0, result.stderr[-3000:]
-  assert 'Resumed at step 30 ' in result.stderr
+  assert 'Resumed at step 20 ' in result.stderr
   assert sorted(os.listdir(workdir / 'checkpoints'))[-1] == '40'
   assert not [n for n in os.listdir(workdir / 'checkpoints') if 'tmp' in n]
   a, b = _last_per_step(run_a), _last_per_step(workdir)
-  assert all(a[tag][s] == b[tag][s] for tag in a for s in range(31, 41))
+  assert all(a[tag][s] == b[tag][s] for tag in a for s in range(21, 41))
 
 
 def test_restore_onto_a_different_mesh(tmp_path):
@@ -243,13 +243,13 @@ def test_config_changes_and_init_from(tmp_path, run_a, prepared_tiny):
   result = run_main(workdir, *_args(prepared_tiny, '--config.num_train_steps=40',
                                     '--config.checkpoint.every_steps=8'))
   assert result.returncode == 0, result.stderr[-3000:]
-  assert 'Resuming step 40 under a changed config: checkpoint.every_steps: 5 -> 8' in (
+  assert 'Resuming step 40 under a changed config: checkpoint.every_steps: 10 -> 8' in (
       result.stderr)
 
   # Another run's parameters, with a fresh optimizer and step.
   fresh = tmp_path / 'continued'
   result = run_main(fresh, *_args(prepared_tiny, '--config.num_train_steps=40',
-                                  '--config.checkpoint.every_steps=5',
+                                  '--config.checkpoint.every_steps=10',
                                   f'--config.checkpoint.init_from={run_a}'))
   assert result.returncode == 0, result.stderr[-3000:]
   assert f'Initialised the parameters from step 40 of {run_a}' in result.stderr

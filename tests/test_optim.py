@@ -8,7 +8,8 @@ import optax
 import pytest
 
 from configs import tiny
-from electra_jax import optim, train
+from electra_jax import config_lib, optim, train
+from electra_jax.model import SequenceClassifier
 
 
 def _config(**overrides):
@@ -31,8 +32,8 @@ def test_weight_decay_skips_layer_norm_and_biases():
   config = tiny.get_config()
   model = train.build_model(config)
   ids = jnp.zeros((1, 8), jnp.int32)
-  params = nn.meta.unbox(model.init(jax.random.key(0), ids, ids, ids + 1,
-                                    jnp.zeros((1, 2), jnp.int32))['params'])
+  params = nn.meta.unbox(jax.eval_shape(model.init, jax.random.key(0), ids, ids, ids + 1,
+                                        jnp.zeros((1, 2), jnp.int32))['params'])
   mask = optim.weight_decay_mask(params)
   flat = {'/'.join(str(k.key) for k in path): v
           for path, v in jax.tree_util.tree_flatten_with_path(mask)[0]}
@@ -76,8 +77,6 @@ def test_adam_without_bias_correction_matches_released_formula():
 
 def _classifier_params(scan: bool):
   """Parameter shapes of a 3-layer SequenceClassifier."""
-  from electra_jax import config_lib  # pylint: disable=g-import-not-at-top
-  from electra_jax.model import SequenceClassifier  # pylint: disable=g-import-not-at-top
   config = _config()
   config.model.num_layers = 3
   config.model.scan_layers = scan

@@ -1,0 +1,92 @@
+"""Speed switches change speed, not results: bfloat16 activations, scan vs unrolled
+layers, rematerialisation. Correctness only; nothing here is timed."""
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from configs import tiny
+from electra_jax import rtd, train
+from electra_jax.data import tokenizers
+
+
+def _model_and_params(**model_overrides):
+  config = tiny.get_config()
+  config.model.update(model_overrides)
+  model = train.build_model(config)
+  ids = jnp.zeros((1, config.max_seq_length), jnp.int32)
+  init = jax.jit(lambda rng: model.init(rng, ids, ids, ids + 1, jnp.zeros((1, 9), jnp.int32)))
+  return config, model, nn.meta.unbox(init(jax.random.key(0))['params'])
+
+
+def _batch(real_token_rows, rows: int = 8):
+  ids = jnp.asarray(real_token_rows[:rows])
+  return {'input_ids': ids, 'attention_mask': (ids != 0).astype(jnp.int32),
+          'token_type_ids': jnp.zeros_like(ids)}
+
+
+def _losses(config, model, params, batch, deterministic=True):
+  obj = rtd.Objective.from_config(config, tokenizers.TRAINED_SPECIAL_IDS)
+  return rtd.pretraining_losses(params, batch, jax.random.key(1), model=model, obj=obj,
+                                deterministic=deterministic)
+
+
+def _unstack(params):
+  """Scanned parameters ('layers', stacked on axis 0) as unrolled ones ('layer_i')."""
+  out = dict(params)
+  for network in ('generator', 'discriminator'):
+    encoder = dict(params[network])
+    stacked = encoder.pop('layers')
+    count = jax.tree.leaves(stacked)[0].shape[0]
+    encoder.update({f'layer_{i}': jax.tree.map(lambda x, i=i: x[i], stacked)
+                    for i in range(count)})
+    out[network] = encoder
+  return out
+
+
+def test_bfloat16_activations_match_float32_losses(real_token_rows):
+  config, model, params = _model_and_params()
+  bf16_config, bf16_model, bf16_params = _model_and_params(dtype='bfloat16')
+  # Parameters (and so the optimizer state) stay float32.
+  assert {x.dtype for x in jax.tree.leaves(bf16_params)} == {jnp.dtype('float32')}
+  batch = _batch(real_token_rows)
+  f32 = jax.jit(lambda p: _losses(config, model, p, batch))(params)
+  bf16 = jax.jit(lambda p: _losses(bf16_config, bf16_model, p, batch))(params)
+  for name, index in (('MLM', 0), ('discriminator', 1)):
+    print(f'{name} loss: float32 {float(f32[index]):.5f}, bfloat16 {float(bf16[index]):.5f}')
+    # bfloat16 keeps 8 bits of mantissa; losses and softmax are float32.
+    np.testing.assert_allclose(bf16[index], f32[index], rtol=2e-2)
+
+
+def test_scan_and_unrolled_layers_give_the_same_outputs(real_token_rows):
+  config, scanned, params = _model_and_params()
+  _, unrolled, unrolled_shape = _model_and_params(scan_layers=False)
+  converted = _unstack(params)
+  assert jax.tree.structure(converted) == jax.tree.structure(unrolled_shape)
+  batch = _batch(real_token_rows)
+  # Without dropout: nn.scan splits dropout keys per layer, while unrolled
+  # layers fold in their names, so the two draw different (equally valid) masks.
+  a = jax.jit(lambda p: _losses(config, scanned, p, batch))(params)
+  b = jax.jit(lambda p: _losses(config, unrolled, p, batch))(converted)
+  print(f'scan vs unrolled: MLM {float(a[0]):.6f} / {float(b[0]):.6f}, '
+        f'discriminator {float(a[1]):.6f} / {float(b[1]):.6f}')
+  np.testing.assert_allclose(a[0], b[0], rtol=1e-6)
+  np.testing.assert_allclose(a[1], b[1], rtol=1e-6)
+
+
+def test_remat_does_not_change_gradients(real_token_rows):
+  batch = _batch(real_token_rows, rows=4)
+  config, _, params = _model_and_params()
+  policies = ('none', 'full', 'dots_saveable')
+  models = [_model_and_params(remat_policy=policy)[1] for policy in policies]
+
+  def all_grads(p):
+    # Dropout on: recomputation must redraw the same masks.
+    return [jax.grad(lambda q, m=m: sum(_losses(config, m, q, batch, deterministic=False)[:2]))(p)
+            for m in models]
+
+  reference, *rematerialised = jax.jit(all_grads)(params)  # One compile for all three.
+  for policy, grads in zip(policies[1:], rematerialised):
+    for a, b in zip(jax.tree.leaves(reference), jax.tree.leaves(grads)):
+      np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7, err_msg=policy)
