@@ -85,10 +85,26 @@ def create_train_state(config: ml_collections.ConfigDict, model: ElectraPretrain
   rules = config.mesh.logical_axis_rules
   rng = jax.random.key(config.seed)
   init = functools.partial(_init_state, model=model, tx=tx, config=config)
+  _, shardings = abstract_train_state(config, model, tx, mesh)
   with nn.logical_axis_rules(rules):
-    shardings = sharding.logical_to_shardings(jax.eval_shape(init, rng), mesh, rules)
     state = jax.jit(lambda r: nn.meta.unbox(init(r)), out_shardings=shardings)(rng)
   return state, shardings
+
+
+def abstract_train_state(config: ml_collections.ConfigDict, model: ElectraPretrainingModel,
+                         tx: optax.GradientTransformation,
+                         mesh: jax.sharding.Mesh) -> tuple[Any, Any]:
+  """(the state as ShapeDtypeStructs carrying their shardings, the shardings),
+  allocating nothing: enough to compile for devices this process cannot run."""
+  rules = config.mesh.logical_axis_rules
+  init = functools.partial(_init_state, model=model, tx=tx, config=config)
+  with nn.logical_axis_rules(rules):
+    # The key is made inside eval_shape too: nothing touches a device.
+    boxed = jax.eval_shape(lambda: init(jax.random.key(config.seed)))
+  shardings = sharding.logical_to_shardings(boxed, mesh, rules)
+  abstract = jax.tree.map(lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s),
+                          nn.meta.unbox(boxed), shardings)
+  return abstract, shardings
 
 
 def parameter_counts(params: Any) -> dict[str, int]:

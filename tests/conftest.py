@@ -1,5 +1,6 @@
 """Shared fixtures: the real data directory and small configs."""
 
+import importlib
 import os
 import pathlib
 import tempfile
@@ -24,6 +25,14 @@ def data_dir() -> pathlib.Path:
       pytest.fail(message)
     pytest.skip(message)
   return path
+
+
+def require(module: str):
+  """Imports a test-only dependency: a missing one skips locally but fails under CI=true,
+  where `.[test]` installs them all."""
+  if os.environ.get('CI') == 'true':
+    return importlib.import_module(module)
+  return pytest.importorskip(module)
 
 
 @pytest.fixture

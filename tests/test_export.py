@@ -19,10 +19,10 @@ from safetensors import numpy as safetensors_numpy
 from configs import tiny
 from electra_jax import checkpointing, optim, pretrained, sharding, train
 from electra_jax.data import prepare, tokenizers
-from tests.conftest import REPO, data_dir
+from tests.conftest import REPO, data_dir, require
 
-torch = pytest.importorskip('torch')
-transformers = pytest.importorskip('transformers')
+torch = require('torch')
+transformers = require('transformers')
 
 
 def _vocab() -> str:

@@ -11,9 +11,10 @@ from configs import tiny
 from electra_jax import config_lib, hf_interop, rtd, train
 from electra_jax.data import tokenizers
 from electra_jax.model import ElectraPretrainingModel
+from tests.conftest import require
 
-torch = pytest.importorskip('torch')
-transformers = pytest.importorskip('transformers')
+torch = require('torch')
+transformers = require('transformers')
 
 VOCAB, EMBED, HIDDEN, GEN_HIDDEN, LAYERS, MAX_POS = 1000, 64, 128, 64, 3, 40
 

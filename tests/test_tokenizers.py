@@ -3,7 +3,7 @@
 import pytest
 
 from electra_jax.data import sources, tokenizers
-from tests.conftest import data_dir
+from tests.conftest import data_dir, require
 
 # Edge cases on top of the real text: accents, CJK, ligatures, controls,
 # Unicode separators, Greek capitals, over-long words, punctuation runs.
@@ -24,7 +24,7 @@ def _wiki_lines(count: int) -> list[str]:
 
 @pytest.mark.parametrize('lower_case', [True, False])
 def test_wordpiece_matches_bert_tokenizer(lower_case):
-  transformers = pytest.importorskip('transformers')
+  transformers = require('transformers')
   vocab = str(data_dir() / 'vocab' / 'bert-base-uncased-vocab.txt')
   ours = tokenizers.WordPieceTokenizer(vocab, lower_case=lower_case)
   reference = transformers.BertTokenizer(vocab, do_lower_case=lower_case)

@@ -1,0 +1,270 @@
+"""Compiles the real train step for a Cloud TPU slice, on a machine without one.
+
+  python -m electra_jax.aot --config=configs/large.py --topology=v5p-64
+  python -m electra_jax.aot --config=configs/base.py --topology=v4-8 --find_max_batch
+
+`libtpu` (pip install libtpu; `pip install -e '.[tpu]'`) compiles for the
+slice's devices as `jax.experimental.topologies` describes them; nothing
+runs. Prints the per-chip memory XLA plans against the chip's HBM, the FLOPs
+of one step from XLA's cost analysis, and how the largest tensors are
+sharded; exits with status 1, saying so, when the step does not fit.
+--find_max_batch searches for the largest global batch that fits.
+
+Topology names are Cloud TPU's: vN-K is K TensorCores on v4 and v5p (two per
+chip) and K chips on v5e and v6e.
+"""
+
+import dataclasses
+import math
+import os
+import sys
+import time
+from typing import Any
+
+from absl import app, flags
+import jax
+from jax.experimental import topologies
+import ml_collections
+from ml_collections import config_flags
+import numpy as np
+
+from electra_jax import config_lib, flops, optim, rtd, sharding, train
+from electra_jax.data import tokenizers
+
+_CONFIG = config_flags.DEFINE_config_file('config', None, 'A config in configs/.',
+                                          lock_config=True)
+_TOPOLOGY = flags.DEFINE_string('topology', None, 'A Cloud TPU slice, e.g. v4-8, v5e-16, '
+                                'v5p-64, v6e-8.')
+_FIND_MAX_BATCH = flags.DEFINE_boolean('find_max_batch', False, 'Search for the largest '
+                                       'global batch (a multiple of the batch-sharding devices) '
+                                       'that fits.')
+flags.mark_flags_as_required(['config', 'topology'])
+
+_GIB = 2**30
+
+
+@dataclasses.dataclass(frozen=True)
+class Generation:
+  cores_per_chip: int  # TensorCores per chip as the slice name counts them.
+  hbm_bytes: int  # Per chip.
+  chip_config: str  # libtpu's name for how the chip's cores are used.
+  accelerator_prefix: str  # TPU_ACCELERATOR_TYPE's spelling.
+  three_d: bool  # 3D torus (v4, v5p) or 2D (v5e, v6e).
+
+
+# HBM per chip from Cloud TPU's system architecture pages.
+GENERATIONS = {
+    'v4': Generation(2, 32 * _GIB, 'megacore', 'v4', True),
+    'v5p': Generation(2, 95 * _GIB, 'megacore', 'v5p', True),
+    'v5e': Generation(1, 16 * _GIB, 'default', 'v5litepod', False),
+    'v6e': Generation(1, 32 * _GIB, 'default', 'v6e', False),
+}
+
+
+class TopologyError(ValueError):
+  """A slice name that is not one of Cloud TPU's."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Slice:
+  name: str
+  generation: Generation
+  chips: int
+
+  @property
+  def topology(self) -> str:
+    """libtpu's topology name, e.g. v4:2x2x4 or v5e:4x8."""
+    gen = self.name.split('-')[0]
+    if self.generation.three_d:
+      return f'{gen}:{_TORUS_3D[self.chips]}'
+    side = 2 ** (int(math.log2(self.chips)) // 2)
+    return f'{gen}:{side}x{self.chips // side}'
+
+
+# v4 and v5p slices by chip count, as Cloud TPU shapes them.
+_TORUS_3D = {4: '2x2x1', 8: '2x2x2', 16: '2x2x4', 32: '2x4x4', 64: '4x4x4', 128: '4x4x8',
+             256: '4x8x8', 512: '8x8x8', 1024: '8x8x16', 2048: '8x16x16', 4096: '16x16x16'}
+
+
+def parse_slice(name: str) -> Slice:
+  gen, _, count = name.partition('-')
+  if gen not in GENERATIONS or not count.isdigit():
+    raise TopologyError(f'--topology={name}: not a Cloud TPU slice name; use e.g. v4-8, '
+                        f'v5e-16, v5p-64 or v6e-8 (generations: {", ".join(GENERATIONS)})')
+  generation = GENERATIONS[gen]
+  chips = int(count) // generation.cores_per_chip
+  smallest = 4 if generation.three_d else 1
+  if chips < smallest or chips & (chips - 1) or (generation.three_d and chips not in _TORUS_3D):
+    raise TopologyError(f'--topology={name}: {gen} slices have a power-of-two number of chips, '
+                        f'at least {smallest} (--topology={gen}-'
+                        f'{smallest * generation.cores_per_chip})')
+  return Slice(name, generation, chips)
+
+
+def slice_devices(tpu: Slice) -> list[Any]:
+  """Compile-only devices of the slice, from libtpu's topology description."""
+  os.environ.setdefault('TPU_ACCELERATOR_TYPE', f'{tpu.generation.accelerator_prefix}-'
+                        f'{tpu.chips * tpu.generation.cores_per_chip}')
+  os.environ.setdefault('TPU_WORKER_HOSTNAMES', 'localhost')
+  os.environ.setdefault('TPU_SKIP_MDS_QUERY', '1')
+  try:
+    description = topologies.get_topology_desc(
+        topology_name=tpu.topology, platform='tpu', chip_config_name=tpu.generation.chip_config,
+        chips_per_host_bounds=(1, 1, 1) if tpu.chips == 1 else (2, 2, 1), num_slices=1)
+  except (RuntimeError, ImportError) as e:  # No libtpu, or a libtpu that lacks the chip.
+    raise TopologyError(f'cannot describe {tpu.name} ({e}); install libtpu: pip install -e '
+                        '".[tpu]"') from None
+  return list(description.devices)
+
+
+class DoesNotFit(Exception):
+  """XLA refused to compile the step: its memory exceeds the chip's HBM."""
+
+
+@dataclasses.dataclass
+class Compiled:
+  batch_size: int
+  seconds: float
+  memory: Any  # CompiledMemoryStats, per chip.
+  flops: float  # XLA's count for one chip's program.
+  abstract_state: Any
+
+  @property
+  def bytes_per_chip(self) -> int:
+    m = self.memory
+    return (m.argument_size_in_bytes + m.output_size_in_bytes - m.alias_size_in_bytes
+            + m.temp_size_in_bytes + m.generated_code_size_in_bytes)
+
+
+def compile_step(config: ml_collections.ConfigDict, devices: list[Any]) -> Compiled:
+  """The fully sharded train step of `config`, compiled for `devices`."""
+  config_lib.validate(config, check_data=False)
+  mesh = sharding.make_mesh(config.mesh, devices)
+  with jax.set_mesh(mesh):
+    model, tx = train.build_model(config), optim.create_optimizer(config)
+    abstract, shardings = train.abstract_train_state(config, model, tx, mesh)
+    step = train.make_train_step(config, model, tx, rtd.Objective.from_config(
+        config, tokenizers.TRAINED_SPECIAL_IDS))
+    start = time.perf_counter()
+    try:
+      compiled = train.compile_train_step(
+          step, abstract, shardings,
+          sharding.batch_sharding(mesh, config.mesh.logical_axis_rules), config)
+    except jax.errors.JaxRuntimeError as e:
+      if 'RESOURCE_EXHAUSTED' not in str(e):
+        raise
+      raise DoesNotFit(str(e).splitlines()[0].rstrip('.')) from None
+    seconds = time.perf_counter() - start
+  analysis = compiled.cost_analysis()
+  analysis = analysis[0] if isinstance(analysis, list) else analysis
+  return Compiled(config.batch_size, seconds, compiled.memory_analysis(), analysis['flops'],
+                  abstract)
+
+
+def _with_batch(config: ml_collections.ConfigDict, batch_size: int) -> ml_collections.ConfigDict:
+  config = config.copy_and_resolve_references()
+  config.batch_size = batch_size
+  return config
+
+
+def find_max_batch(config: ml_collections.ConfigDict, devices: list[Any],
+                   hbm_bytes: int) -> Compiled | None:
+  """The largest fitting global batch, a multiple of the batch-sharding devices:
+  doubling, then bisection. None if even the smallest batch does not fit."""
+  ways = math.prod(sharding.make_mesh(config.mesh, devices).shape[a] for a in ('data', 'fsdp'))
+
+  def fitting(units: int) -> Compiled | None:
+    try:
+      compiled = compile_step(_with_batch(config, units * ways), devices)
+    except DoesNotFit:
+      return None
+    return compiled if compiled.bytes_per_chip <= hbm_bytes else None
+
+  best, low, high = None, 0, None  # In units of `ways` examples.
+  units = 1
+  while high is None:
+    compiled = fitting(units)
+    if compiled:
+      best, low, units = compiled, units, units * 2
+    else:
+      high = units
+  while high - low > 1:
+    middle = (low + high) // 2
+    compiled = fitting(middle)
+    if compiled:
+      best, low = compiled, middle
+    else:
+      high = middle
+  return best
+
+
+def _largest_tensors(abstract_state: Any, count: int = 6) -> list[str]:
+  leaves = jax.tree_util.tree_leaves_with_path(abstract_state.params)
+  leaves.sort(key=lambda item: -math.prod(item[1].shape))
+  lines = []
+  for path, leaf in leaves[:count]:
+    shard = leaf.sharding.shard_shape(leaf.shape)
+    lines.append(f'  {jax.tree_util.keystr(path):<58} {str(leaf.shape):<22} '
+                 f'{str(leaf.sharding.spec):<34} per chip {shard}')
+  return lines
+
+
+def report(config: ml_collections.ConfigDict, tpu: Slice, compiled: Compiled) -> str:
+  m, hbm = compiled.memory, tpu.generation.hbm_bytes
+  total = compiled.bytes_per_chip
+  analytic = flops.train_step_flops(_with_batch(config, compiled.batch_size))
+  lines = [
+      f'{tpu.name} ({tpu.topology}, {tpu.chips} chips, {hbm / _GIB:.0f} GiB HBM each); '
+      f'batch {compiled.batch_size} x {config.max_seq_length}; compiled in '
+      f'{compiled.seconds:.1f} s',
+      f'memory per chip: {total / _GIB:.2f} GiB of {hbm / _GIB:.0f} GiB '
+      f'({total / hbm:.0%}): arguments {m.argument_size_in_bytes / _GIB:.2f}, outputs '
+      f'{m.output_size_in_bytes / _GIB:.2f} (aliased {m.alias_size_in_bytes / _GIB:.2f}), '
+      f'temporaries {m.temp_size_in_bytes / _GIB:.2f}, code '
+      f'{m.generated_code_size_in_bytes / _GIB:.3f}',
+      f'FLOPs per step: XLA {compiled.flops:.3e} per chip ({compiled.flops * tpu.chips:.3e} '
+      f'for the slice); model FLOPs {analytic:.3e}' + (
+          ' (XLA counts the body of the scan over layers once; '
+          '--config.model.scan_layers=false counts every layer)'
+          if config.model.scan_layers else ''),
+      'largest tensors (shape, sharding, shard):',
+      *_largest_tensors(compiled.abstract_state),
+  ]
+  return '\n'.join(lines)
+
+
+def main(argv: list[str]) -> None:
+  if len(argv) > 1:
+    raise app.UsageError(f'Unexpected arguments: {argv[1:]}')
+  config = _CONFIG.value
+  try:
+    tpu = parse_slice(_TOPOLOGY.value)
+    devices = slice_devices(tpu)
+    if _FIND_MAX_BATCH.value:
+      compiled = find_max_batch(config, devices, tpu.generation.hbm_bytes)
+      if compiled is None:
+        sys.exit(f'error: {config.max_seq_length}-token examples do not fit on {tpu.name} at '
+                 'any batch size with this mesh; shard more (config.mesh.fsdp=-1) or remat '
+                 '(config.model.remat_policy=full)')
+      print(report(config, tpu, compiled))
+      print(f'largest batch that fits: {compiled.batch_size}')
+      return
+    compiled = compile_step(config, devices)
+  except DoesNotFit as e:
+    sys.exit(f'error: does not fit on {_TOPOLOGY.value}: {e}; lower config.batch_size, shard '
+             'parameters (config.mesh.fsdp=-1) or set config.model.remat_policy=full')
+  except (config_lib.ConfigError, TopologyError, ValueError) as e:
+    sys.exit(f'error: {e}')
+  print(report(config, tpu, compiled))
+  if compiled.bytes_per_chip > tpu.generation.hbm_bytes:
+    sys.exit(f'error: does not fit: {compiled.bytes_per_chip / _GIB:.2f} GiB per chip needed, '
+             f'{tpu.generation.hbm_bytes / _GIB:.0f} GiB available on {tpu.name}; lower '
+             'config.batch_size, shard parameters (config.mesh.fsdp=-1) or set '
+             'config.model.remat_policy=full')
+  print('fits')
+
+
+if __name__ == '__main__':
+  # Compile-only: this machine's own devices must not be the TPU backend.
+  os.environ.setdefault('JAX_PLATFORMS', 'cpu')
+  app.run(main)
