@@ -107,6 +107,10 @@ def slice_devices(tpu: Slice) -> list[Any]:
                         f'{tpu.chips * tpu.generation.cores_per_chip}')
   os.environ.setdefault('TPU_WORKER_HOSTNAMES', 'localhost')
   os.environ.setdefault('TPU_SKIP_MDS_QUERY', '1')
+  # libtpu takes a machine-wide lock meant to keep two processes off one chip; compiling
+  # touches no chip, and the lock would make a second compile (or any JAX process that
+  # loaded libtpu) fail with "Internal error when accessing libtpu multi-process lockfile".
+  os.environ.setdefault('ALLOW_MULTIPLE_LIBTPU_LOAD', '1')
   try:
     description = topologies.get_topology_desc(
         topology_name=tpu.topology, platform='tpu', chip_config_name=tpu.generation.chip_config,

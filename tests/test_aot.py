@@ -28,14 +28,25 @@ def test_bad_slice_names_are_refused(name):
     aot.parse_slice(name)
 
 
-def _aot(*args: str) -> subprocess.CompletedProcess:
-  return subprocess.run([sys.executable, '-m', 'electra_jax.aot', *args], cwd=REPO,
-                        capture_output=True, text=True, timeout=600,
-                        env={k: v for k, v in os.environ.items() if k != 'JAX_PLATFORMS'})
+@pytest.fixture(scope='module')
+def compiles() -> dict[str, subprocess.CompletedProcess]:
+  """Both compiles of this module, started together: libtpu must allow two at once."""
+  args = {'small_v5e_8': ['--config=configs/small.py', '--topology=v5e-8'],
+          'base_v5e_1_batch_512': ['--config=configs/base.py', '--topology=v5e-1',
+                                   '--config.batch_size=512']}
+  env = {k: v for k, v in os.environ.items() if k != 'JAX_PLATFORMS'}
+  running = {name: subprocess.Popen([sys.executable, '-m', 'electra_jax.aot', *a], cwd=REPO,
+                                    env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                    text=True) for name, a in args.items()}
+  done = {}
+  for name, process in running.items():
+    stdout, stderr = process.communicate(timeout=600)
+    done[name] = subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
+  return done
 
 
-def test_small_compiles_and_fits_on_v5e_8():
-  result = _aot('--config=configs/small.py', '--topology=v5e-8')
+def test_small_compiles_and_fits_on_v5e_8(compiles):
+  result = compiles['small_v5e_8']
   assert result.returncode == 0, result.stderr[-3000:]
   print(result.stdout)
   lines = result.stdout.strip().splitlines()
@@ -46,8 +57,8 @@ def test_small_compiles_and_fits_on_v5e_8():
   assert lines[-1] == 'fits'
 
 
-def test_a_step_that_cannot_fit_is_reported():
-  result = _aot('--config=configs/base.py', '--topology=v5e-1', '--config.batch_size=512')
+def test_a_step_that_cannot_fit_is_reported(compiles):
+  result = compiles['base_v5e_1_batch_512']
   assert result.returncode == 1
   assert result.stderr.strip().splitlines()[-1].startswith(
-      'error: does not fit on v5e-1: RESOURCE_EXHAUSTED')
+      'error: does not fit on v5e-1: RESOURCE_EXHAUSTED'), result.stderr[-3000:]
