@@ -17,6 +17,7 @@ aside with a warning, never silently replaced by a fresh start.
 
 from collections.abc import Callable
 import dataclasses
+import functools
 import json
 import logging as std_logging
 import os
@@ -73,7 +74,24 @@ def create_manager(workdir: str, config: ml_collections.ConfigDict) -> ocp.Check
       preservation_policy=preservation_policy.AnyPreservationPolicy(keep),
       enable_async_checkpointing=True,
       cleanup_tmp_directories=True)
+  _save_replicated_arrays_whole_within_one_process()
   return ocp.CheckpointManager(checkpoint_dir(workdir), options=options)
+
+
+@functools.cache
+def _save_replicated_arrays_whole_within_one_process() -> None:
+  """Replica-parallel saving splits each replicated array into one slice per
+  replica so that several hosts share its write. Within one process it only
+  adds an eager slice per shard, each compiled at the first save: 12.2 s of
+  the first save's 12.3 s for configs/tiny.py on 8 CPU devices (0.05 s without)."""
+  verbosity = logging.get_verbosity()
+  logging.set_verbosity(logging.ERROR)  # Orbax warns that the jax.Array handler is replaced.
+  try:
+    ocp.type_handlers.register_type_handler(
+        jax.Array, ocp.type_handlers.ArrayHandler(use_replica_parallel=jax.process_count() > 1),
+        override=True)
+  finally:
+    logging.set_verbosity(verbosity)
 
 
 @dataclasses.dataclass
