@@ -27,13 +27,24 @@ flags.mark_flags_as_required(['config', 'workdir'])
 def _maybe_initialize_distributed() -> None:
   """Joins a multi-process run before anything touches a device.
 
-  Cloud TPU pod slices and SLURM jobs are detected by jax itself; elsewhere set
-  JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES and JAX_PROCESS_ID.
+  Cloud TPU pod slices and SLURM jobs are detected by jax itself. Elsewhere
+  (several GPU hosts, or CPU processes), the launcher sets
+  JAX_COORDINATOR_ADDRESS (host:port of process 0), JAX_NUM_PROCESSES and
+  JAX_PROCESS_ID for every process. A single process initialises nothing.
   """
   multi_host_tpu = ',' in os.environ.get('TPU_WORKER_HOSTNAMES', '')
   slurm = int(os.environ.get('SLURM_NTASKS', '1')) > 1
-  if multi_host_tpu or slurm or 'JAX_COORDINATOR_ADDRESS' in os.environ:
+  if multi_host_tpu or slurm:
     jax.distributed.initialize()
+  elif 'JAX_COORDINATOR_ADDRESS' in os.environ:
+    try:
+      count, index = (int(os.environ[name]) for name in ('JAX_NUM_PROCESSES', 'JAX_PROCESS_ID'))
+    except (KeyError, ValueError):
+      sys.exit('error: JAX_COORDINATOR_ADDRESS is set, so JAX_NUM_PROCESSES and JAX_PROCESS_ID '
+               'must be set to integers too (the process count, and this process\'s index)')
+    # CPU processes exchange collectives through gloo; other backends ignore it.
+    jax.config.update('jax_cpu_collectives_implementation', 'gloo')
+    jax.distributed.initialize(os.environ['JAX_COORDINATOR_ADDRESS'], count, index)
 
 
 def _parse_flags(argv: list[str]) -> list[str]:

@@ -2,13 +2,16 @@
 
 The examples of all shards form one random-access dataset. Grain shuffles it
 globally with the config's seed (a new order every epoch), repeats it, gives
-process p of P the elements p, p + P, p + 2P, ..., batches and decodes them,
-and prefetches batches in a background thread, or in worker processes when
-config.data.worker_processes > 0. Masking is not done here: it
-happens on device, inside the train step, fresh at every step.
+process p of P its contiguous rows of each global batch, batches and decodes
+them, and prefetches batches in a background thread, or in worker processes
+when config.data.worker_processes > 0. Masking is not done here: it happens on
+device, inside the train step, fresh at every step.
 
 The iterator is deterministic and checkpointable: `get_state()` after k
 batches, `set_state()` in a new process, and the next batches are the same.
+Its state counts batches, one per step on every process, and a global batch
+does not depend on the process count, so a run may resume on another number
+of hosts and see the same data.
 """
 
 import functools
@@ -67,6 +70,40 @@ def _decode_batch(raws: list[bytes], *, dtype: np.dtype, max_seq_length: int,
                                  pad_id)
 
 
+class ProcessShare(grain.MapDataset):
+  """Process p's rows of every global batch: rows [p * local, (p + 1) * local) of
+  each run of `process_count * local` elements.
+
+  The global batch that make_array_from_process_local_data assembles (process
+  0's rows, then process 1's, ...) is then the same, row for row, whatever
+  the process count, so results and resumes do not depend on the host count.
+  """
+
+  def __init__(self, parent: grain.MapDataset, process_index: int, process_count: int,
+               local: int):
+    super().__init__(parent)
+    self._index, self._count, self._local = process_index, process_count, local
+    self._length = len(parent) // (process_count * local) * local
+
+  def __len__(self) -> int:
+    return self._length
+
+  def _parent_index(self, index: int) -> int:
+    batch, row = divmod(index, self._local)
+    return (batch * self._count + self._index) * self._local + row
+
+  def __getitem__(self, index):
+    if isinstance(index, slice):
+      return self.slice(index)
+    return self._parent[self._parent_index(index)]
+
+  def _getitems(self, indices):
+    return self._parent._getitems([self._parent_index(i) for i in indices])  # pylint: disable=protected-access
+
+  def __str__(self) -> str:
+    return f'ProcessShare({self._index} of {self._count}, {self._local} rows per batch)'
+
+
 def train_iterator(data: shards.PreparedData, config: ml_collections.ConfigDict, *,
                    process_index: int, process_count: int, num_epochs: int | None = None,
                    batch_size: int | None = None) -> grain.DatasetIterator:
@@ -84,10 +121,11 @@ def train_iterator(data: shards.PreparedData, config: ml_collections.ConfigDict,
   dataset = (grain.MapDataset.source(grain.sources.ArrayRecordDataSource(data.shard_paths()))
              .shuffle(seed=config.seed)
              .repeat(num_epochs))
+  local = batch_size // process_count
   # Records are decoded a whole batch at a time, which is several times
   # faster than decoding and stacking them one by one.
-  dataset = dataset[process_index::process_count].batch(
-      batch_size // process_count, drop_remainder=True, batch_fn=decode)
+  dataset = ProcessShare(dataset, process_index, process_count, local).batch(
+      local, drop_remainder=True, batch_fn=decode)
   reading = dataset.to_iter_dataset(grain.ReadOptions(
       num_threads=config.data.read_threads,
       prefetch_buffer_size=config.data.prefetch_batches))
