@@ -19,12 +19,12 @@ def _finetune(*args: str) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope='module')
 def pretrained_workdir(tmp_path_factory) -> str:
-  """The tiny model, 100 steps on a Wikipedia file with BERT's WordPiece vocabulary."""
+  """The tiny model, 50 steps on a Wikipedia file with BERT's WordPiece vocabulary."""
   workdir = tmp_path_factory.mktemp('pretrained')
   result = run_main(workdir, f'--config.data.corpus=wiki:{data_dir()}/wikipedia/AA/wiki_00',
                     f'--config.data.vocab={data_dir()}/vocab/bert-base-uncased-vocab.txt',
-                    '--config.model.vocab_size=30522', '--config.num_train_steps=100',
-                    '--config.log_every_steps=100')
+                    '--config.model.vocab_size=30522', '--config.num_train_steps=50',
+                    '--config.log_every_steps=50')
   assert result.returncode == 0, result.stderr[-3000:]
   return str(workdir)
 
@@ -48,7 +48,7 @@ def test_finetuned_tiny_model_beats_chance_on_sst2(pretrained_workdir, tmp_path)
 
   with open(out / 'results.json') as f:
     results = json.load(f)
-  assert results['pretraining_step'] == 100 and not results['random_init']
+  assert results['pretraining_step'] == 50 and not results['random_init']
   assert results['median']['dev']['accuracy'] == pytest.approx(accuracy, abs=1e-4)
   assert len(results['seeds']['0']['dev_per_epoch']) == 2
   submission = (out / 'seed_0' / 'SST-2.tsv').read_text().splitlines()
