@@ -27,14 +27,17 @@ flags.mark_flags_as_required(['config', 'workdir'])
 def _maybe_initialize_distributed() -> None:
   """Joins a multi-process run before anything touches a device.
 
-  Cloud TPU pod slices and SLURM jobs are detected by jax itself. Elsewhere
-  (several GPU hosts, or CPU processes), the launcher sets
-  JAX_COORDINATOR_ADDRESS (host:port of process 0), JAX_NUM_PROCESSES and
-  JAX_PROCESS_ID for every process. A single process initialises nothing.
+  SLURM jobs of several tasks, and TPU slices whose workers are listed in
+  TPU_WORKER_HOSTNAMES, are detected here; ELECTRA_JAX_DISTRIBUTED=1 (which
+  launch/tpu_vm.sh sets) lets jax find the peers itself, e.g. from a Cloud
+  TPU VM's metadata. Elsewhere (several GPU hosts, or CPU processes), the
+  launcher sets JAX_COORDINATOR_ADDRESS (host:port of process 0),
+  JAX_NUM_PROCESSES and JAX_PROCESS_ID for every process. A single process
+  initialises nothing.
   """
   multi_host_tpu = ',' in os.environ.get('TPU_WORKER_HOSTNAMES', '')
   slurm = int(os.environ.get('SLURM_NTASKS', '1')) > 1
-  if multi_host_tpu or slurm:
+  if multi_host_tpu or slurm or os.environ.get('ELECTRA_JAX_DISTRIBUTED') == '1':
     jax.distributed.initialize()
   elif 'JAX_COORDINATOR_ADDRESS' in os.environ:
     try:

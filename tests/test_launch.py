@@ -41,3 +41,37 @@ def test_unknown_platform_is_refused():
   result = subprocess.run(['bash', '-c', 'source launch/xla_flags.sh v9x'], cwd=REPO,
                           capture_output=True, text=True)
   assert result.returncode == 2 and 'usage: source launch/xla_flags.sh' in result.stderr
+
+
+def _tpu_vm(*args: str, **env: str) -> subprocess.CompletedProcess:
+  """launch/tpu_vm.sh with DRY_RUN=1: the gcloud commands it would run."""
+  return subprocess.run(['bash', 'launch/tpu_vm.sh', *args], cwd=REPO, capture_output=True,
+                        text=True, env=dict(os.environ, DRY_RUN='1', TPU_NAME='electra',
+                                            ZONE='us-east5-a', WORKDIR='gs://bucket/run', **env))
+
+
+def test_tpu_vm_script_creates_sets_up_and_trains_on_every_worker():
+  created = _tpu_vm('create', 'queued', TYPE='v5e-16').stdout
+  assert ('gcloud compute tpus queued-resources create electra --node-id=electra '
+          '--zone=us-east5-a --accelerator-type=v5litepod-16 '
+          '--runtime-version=v2-alpha-tpuv5-lite --spot') in created
+  setup = _tpu_vm('setup', TYPE='v5p-64').stdout
+  assert 'tpu-vm scp' in setup and '--worker=all' in setup and 'pip\\ install' in setup
+  trained = _tpu_vm('train', '--config=configs/base.py', TYPE='v5p-64').stdout
+  assert trained.startswith('gcloud compute tpus tpu-vm ssh electra --zone=us-east5-a '
+                            '--worker=all --command=')
+  for part in ('source\\ launch/xla_flags.sh\\ v5p', 'ELECTRA_JAX_DISTRIBUTED=1',
+               '--workdir=gs://bucket/run\\ --config=configs/base.py',
+               '\\>\\ ~/electra_worker.log'):
+    assert part in trained, (part, trained)
+
+
+def test_tpu_vm_script_refuses_an_unknown_slice():
+  result = _tpu_vm('create', TYPE='v3-8')
+  assert result.returncode == 2 and 'TYPE=v3-8' in result.stderr
+
+
+def test_slurm_script_is_valid_bash_with_sbatch_directives():
+  subprocess.run(['bash', '-n', 'launch/slurm_gpu.sbatch'], cwd=REPO, check=True)
+  text = (REPO / 'launch' / 'slurm_gpu.sbatch').read_text()
+  assert '#SBATCH --gpus-per-task=1' in text and 'srun --kill-on-bad-exit=1' in text
