@@ -137,6 +137,13 @@ def get_config() -> ml_collections.ConfigDict:
   config.mesh.data = -1
   config.mesh.fsdp = 1
   config.mesh.tensor = 1
+  # Multi-slice TPU (or multi-node GPU) runs: how many slices (nodes) each axis
+  # spans over the data-centre network. The sizes above are then per slice,
+  # the full axis being their product. Data parallelism across slices is the
+  # usual choice: its one all-reduce per step tolerates DCN's bandwidth.
+  config.mesh.dcn_data = 1
+  config.mesh.dcn_fsdp = 1
+  config.mesh.dcn_tensor = 1
   # Logical axis (named in electra_jax/model.py) -> mesh axes. Parameters are
   # sharded over fsdp on their hidden dimension and over tensor on heads, FFN
   # and vocabulary; the batch over data x fsdp. A dimension that a mesh axis

@@ -151,6 +151,10 @@ def validate(config: ml_collections.ConfigDict, *, check_data: bool = True) -> N
     size = config.mesh[axis]
     _require(isinstance(size, int) and (size > 0 or size == -1), f'mesh.{axis}',
              f'must be a positive integer or -1, got {size!r}')
+  for axis in ('dcn_data', 'dcn_fsdp', 'dcn_tensor'):
+    size = config.mesh[axis]
+    _require(isinstance(size, int) and size > 0, f'mesh.{axis}',
+             f'must be a positive number of slices, got {size!r}')
   _require([config.mesh[a] for a in ('data', 'fsdp', 'tensor')].count(-1) <= 1,
            'mesh', 'at most one axis may be -1')
 

@@ -6,6 +6,7 @@ from typing import Any
 
 import flax.linen as nn
 import jax
+from jax.experimental import mesh_utils
 from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec
 import ml_collections
 import numpy as np
@@ -17,20 +18,37 @@ LogicalRules = Sequence[tuple[str, Any]]
 
 def make_mesh(mesh_config: ml_collections.ConfigDict,
               devices: Sequence[jax.Device] | None = None) -> Mesh:
-  """A (data, fsdp, tensor) mesh with Auto axes; one size may be -1."""
+  """A (data, fsdp, tensor) mesh with Auto axes; one per-slice size may be -1.
+
+  With dcn_* sizes above 1, the devices are grouped into slices (TPU
+  slice_index, else one group per process) and each axis is the DCN size
+  times the per-slice size, slices outermost, so that only the axes that
+  span slices cross the data-centre network.
+  """
   devices = list(jax.devices() if devices is None else devices)
+  dcn = [mesh_config[f'dcn_{axis}'] for axis in MESH_AXES]
+  if len(devices) % math.prod(dcn):
+    raise ValueError(f'config.mesh: dcn sizes {dict(zip(MESH_AXES, dcn))} do not divide '
+                     f'{len(devices)} devices')
+  per_slice = len(devices) // math.prod(dcn)
   sizes = [mesh_config[axis] for axis in MESH_AXES]
   known = math.prod(s for s in sizes if s != -1)
   if -1 in sizes:
-    if len(devices) % known:
+    if per_slice % known:
       raise ValueError(f'config.mesh: {dict(zip(MESH_AXES, sizes))} cannot fill '
-                       f'{len(devices)} devices; the fixed axes must divide the device count')
-    sizes[sizes.index(-1)] = len(devices) // known
-  if math.prod(sizes) != len(devices):
+                       f'{per_slice} devices per slice; the fixed axes must divide that count')
+    sizes[sizes.index(-1)] = per_slice // known
+  if math.prod(sizes) != per_slice:
     raise ValueError(f'config.mesh: {dict(zip(MESH_AXES, sizes))} needs {math.prod(sizes)} '
-                     f'devices but {len(devices)} are available; set one axis to -1')
-  return jax.make_mesh(tuple(sizes), MESH_AXES, axis_types=(AxisType.Auto,) * len(MESH_AXES),
-                       devices=devices)
+                     f'devices per slice but {per_slice} are available; set one axis to -1')
+  axis_types = (AxisType.Auto,) * len(MESH_AXES)
+  if math.prod(dcn) == 1:
+    return jax.make_mesh(tuple(sizes), MESH_AXES, axis_types=axis_types, devices=devices)
+  # Multi-slice TPUs number their slices; elsewhere (GPU nodes, CPU processes)
+  # every device reports one slice, and each process is a granule.
+  by_process = len({getattr(d, 'slice_index', 0) for d in devices}) == 1
+  grid = mesh_utils.create_hybrid_device_mesh(sizes, dcn, devices, process_is_granule=by_process)
+  return Mesh(grid, MESH_AXES, axis_types=axis_types)
 
 
 def batch_spec(rules: LogicalRules) -> PartitionSpec:

@@ -46,6 +46,7 @@ def test_paper_hyperparameters():
     ('checkpoint.every_steps', 0, 'config.checkpoint.every_steps'),
     ('checkpoint.max_failed_saves_in_a_row', 0, 'config.checkpoint.max_failed_saves_in_a_row'),
     ('checkpoint.every_minutes', -1.0, 'config.checkpoint.every_minutes'),
+    ('mesh.dcn_data', 0, 'config.mesh.dcn_data'),
 ])
 def test_bad_values_name_the_key(key, value, expected):
   config = tiny.get_config()

@@ -1,6 +1,6 @@
 """Two processes of 4 simulated CPU devices each, joined by jax.distributed with gloo
-collectives on loopback, train like one process of 8 devices, and a checkpoint
-written by the two resumes in one."""
+collectives on loopback and meshed as two DCN granules, train like one process of 8
+devices, and a checkpoint written by the two resumes in one."""
 
 import os
 import shutil
@@ -49,8 +49,9 @@ def test_two_processes_train_like_one_and_resume_in_one(tmp_path, prepared):
   address = f'localhost:{_free_port()}'
   # The reference runs alongside: the two processes spend part of their time
   # waiting for each other's collectives.
+  # The two processes stand for two slices (or GPU nodes): data = 2 over DCN x 4 within.
   processes = [subprocess.Popen(
-      _main(two, prepared), cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+      [*_main(two, prepared), '--config.mesh.dcn_data=2'], cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
       text=True, env=_env(4, JAX_COORDINATOR_ADDRESS=address, JAX_NUM_PROCESSES='2',
                           JAX_PROCESS_ID=str(index)))
                for index in range(2)]
