@@ -175,7 +175,8 @@ def find_max_batch(config: ml_collections.ConfigDict, devices: list[Any],
                    hbm_bytes: int) -> Compiled | None:
   """The largest fitting global batch, a multiple of the batch-sharding devices:
   doubling, then bisection. None if even the smallest batch does not fit."""
-  ways = math.prod(sharding.make_mesh(config.mesh, devices).shape[a] for a in ('data', 'fsdp'))
+  ways = sharding.batch_ways(sharding.make_mesh(config.mesh, devices),
+                             config.mesh.logical_axis_rules)
 
   def fitting(units: int) -> Compiled | None:
     try:

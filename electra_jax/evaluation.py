@@ -8,7 +8,6 @@ every non-padding held-out token.
 """
 
 from collections.abc import Callable, Iterator
-import math
 from typing import Any
 
 import flax.linen as nn
@@ -122,7 +121,7 @@ class HeldOut:
           f'{self.data.metadata["tokenizer"]["file"]}, not the model\'s tokenizer; prepare the '
           'held-out text with the same --vocab or --spm_model')
     self.batch_size = config.eval.batch_size or config.batch_size
-    ways = math.prod(batch_sharding.mesh.shape[axis] for axis in ('data', 'fsdp'))
+    ways = sharding.batch_ways(batch_sharding.mesh, config.mesh.logical_axis_rules)
     if self.batch_size % ways:
       raise config_lib.ConfigError(f'config.eval.batch_size: {self.batch_size} does not split '
                                    f'over the {ways} data x fsdp devices')

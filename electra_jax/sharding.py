@@ -59,6 +59,13 @@ def batch_sharding(mesh: Mesh, rules: LogicalRules) -> NamedSharding:
   return NamedSharding(mesh, batch_spec(rules))
 
 
+def batch_ways(mesh: Mesh, rules: LogicalRules) -> int:
+  """How many shards the batch dimension is cut into: a global batch must be a multiple."""
+  axes = batch_spec(rules)[0]
+  names = (axes,) if isinstance(axes, str) else (axes or ())
+  return math.prod(mesh.shape[name] for name in names)
+
+
 def _divisible(spec: PartitionSpec, shape: Sequence[int], mesh: Mesh) -> PartitionSpec:
   """Replicates any dimension that its mesh axes do not divide evenly."""
   dims = []

@@ -324,7 +324,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> Train
 
   # --- Mesh
   mesh = sharding.make_mesh(config.mesh)
-  batch_ways = mesh.shape['data'] * mesh.shape['fsdp']
+  batch_ways = sharding.batch_ways(mesh, config.mesh.logical_axis_rules)
   if config.batch_size % batch_ways:
     raise config_lib.ConfigError(
         f'config.batch_size: {config.batch_size} does not split over the {batch_ways} '
