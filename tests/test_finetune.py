@@ -1,14 +1,25 @@
-"""GLUE fine-tuning end to end through the CLIs: pretrain briefly, fine-tune on real SST-2."""
+"""The Colab notebook end to end, then GLUE fine-tuning of the model it pretrained.
+
+The notebook (launch/colab_tpu.ipynb) is executed as Colab would, cell by cell
+in a Python kernel (nbclient), so that it cannot rot. Its settings are turned
+down through the environment variables its first cell reads: the tiny config
+for 50 steps on one real Wikipedia file with BERT's WordPiece vocabulary. The
+model it pretrains is then fine-tuned on real SST-2 through the CLI.
+"""
 
 import json
 import os
+import pathlib
+import shutil
 import subprocess
 import sys
 
 import pytest
 
-from tests.conftest import REPO, data_dir
-from tests.test_train import read_scalars, run_main
+from tests.conftest import REPO, data_dir, require
+from tests.test_train import read_scalars
+
+NOTEBOOK = REPO / 'launch' / 'colab_tpu.ipynb'
 
 
 def _finetune(*args: str) -> subprocess.CompletedProcess:
@@ -18,15 +29,52 @@ def _finetune(*args: str) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture(scope='module')
-def pretrained_workdir(tmp_path_factory) -> str:
-  """The tiny model, 50 steps on a Wikipedia file with BERT's WordPiece vocabulary."""
-  workdir = tmp_path_factory.mktemp('pretrained')
-  result = run_main(workdir, f'--config.data.corpus=wiki:{data_dir()}/wikipedia/AA/wiki_00',
-                    f'--config.data.vocab={data_dir()}/vocab/bert-base-uncased-vocab.txt',
-                    '--config.model.vocab_size=30522', '--config.num_train_steps=50',
-                    '--config.log_every_steps=50')
-  assert result.returncode == 0, result.stderr[-3000:]
-  return str(workdir)
+def colab_run(tmp_path_factory) -> tuple[pathlib.Path, str]:
+  """(the notebook's WORK folder, the text of its cell outputs) after running it."""
+  nbformat = require('nbformat')
+  nbclient = require('nbclient')
+  data = data_dir()
+  work = tmp_path_factory.mktemp('colab') / 'work'
+  notebook = nbformat.read(NOTEBOOK, as_version=4)
+  nbformat.validate(notebook)
+  settings = {
+      'ELECTRA_JAX_SOURCE': str(REPO),
+      'ELECTRA_JAX_CORPUS': f'wiki:{data}/wikipedia/AA/wiki_00',
+      'ELECTRA_JAX_VOCAB': str(data / 'vocab' / 'bert-base-uncased-vocab.txt'),
+      'ELECTRA_JAX_CONFIG': 'configs/tiny.py',
+      'ELECTRA_JAX_STEPS': '50',
+      'ELECTRA_JAX_SEQ_LENGTH': '64',
+      'ELECTRA_JAX_OVERRIDES': '',
+      'ELECTRA_JAX_WORK': str(work),
+  }
+  with pytest.MonkeyPatch.context() as patch:
+    for name, value in {**settings, 'JAX_PLATFORMS': 'cpu'}.items():
+      patch.setenv(name, value)
+    client = nbclient.NotebookClient(notebook, timeout=600, kernel_name='python3',
+                                     resources={'metadata': {'path': str(work.parent)}})
+    try:
+      client.execute()
+    except nbclient.exceptions.CellExecutionError as e:
+      pytest.fail(f'{NOTEBOOK.name} failed in a cell: {e}')
+  text = '\n'.join(output.get('text', '') for cell in notebook.cells if cell.cell_type == 'code'
+                   for output in cell.get('outputs', []) if output.get('output_type') == 'stream')
+  return work, text
+
+
+@pytest.fixture(scope='module')
+def pretrained_workdir(colab_run) -> str:
+  return str(colab_run[0] / 'pretrain')
+
+
+def test_colab_notebook_runs_top_to_bottom(colab_run):
+  work, text = colab_run
+  # The live metric table reached the last step, the export loaded in
+  # transformers and scored each token, and predict printed its summary.
+  assert '\n    50 ' in text, text[-3000:]
+  assert (work / 'pretrain' / 'checkpoints' / '50').is_dir()
+  assert (work / 'hf' / 'model.safetensors').is_file()
+  assert '       [CLS] 0.' in text and '        meal 0.' in text
+  assert 'tokens replaced; the discriminator flags' in text
 
 
 def test_finetuned_tiny_model_beats_chance_on_sst2(pretrained_workdir, tmp_path):
@@ -58,7 +106,7 @@ def test_finetuned_tiny_model_beats_chance_on_sst2(pretrained_workdir, tmp_path)
   assert 'dev/dev/accuracy' in scalars and 'finetune/loss' in scalars
 
 
-def test_bad_inputs_get_one_clear_line(pretrained_workdir, tmp_path):
+def test_bad_inputs_get_one_clear_line(colab_run, pretrained_workdir, tmp_path):
   glue_dir = tmp_path / 'glue'
   (glue_dir / 'RTE').mkdir(parents=True)
   (glue_dir / 'RTE' / 'train.tsv').write_text(
@@ -76,10 +124,7 @@ def test_bad_inputs_get_one_clear_line(pretrained_workdir, tmp_path):
   # A model whose vocabulary is not its tokenizer's: an HF directory with a
   # vocab.txt of 1,000 entries beside a 30,522-row embedding table.
   hf = tmp_path / 'hf'
-  result = subprocess.run([sys.executable, '-m', 'electra_jax.export',
-                           f'--workdir={pretrained_workdir}', f'--output={hf}'], cwd=REPO,
-                          capture_output=True, text=True, timeout=300)
-  assert result.returncode == 0, result.stderr[-3000:]
+  shutil.copytree(colab_run[0] / 'hf', hf)
   with open(data_dir() / 'vocab' / 'bert-base-uncased-vocab.txt') as f:
     (hf / 'vocab.txt').write_text(''.join(f.readlines()[:1000]))
   result = _finetune('--task=rte', f'--glue_dir={glue_dir}', f'--init={hf}',
