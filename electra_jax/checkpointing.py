@@ -17,6 +17,7 @@ aside with a warning, never silently replaced by a fresh start.
 
 from collections.abc import Callable
 import dataclasses
+import errno
 import functools
 import json
 import logging as std_logging
@@ -167,12 +168,21 @@ def check_latest(manager: ocp.CheckpointManager,
   check_meta(step, meta)
 
 
+# The OS errors a failed save usually comes down to, named in full in its
+# report even when the middle of a long message is elided.
+_IO_ERRORS = tuple(os.strerror(code) for code in (
+    errno.ENOSPC, errno.EFBIG, errno.EDQUOT, errno.EACCES, errno.EROFS, errno.EIO))
+
+
 def _brief(error: Exception, limit: int = 600) -> str:
   """`Type: message`, its middle elided when long: tensorstore puts the path
-  first and the OS error (e.g. 'No space left on device') last."""
+  first and the OS error (e.g. 'No space left on device') last, but an error
+  that gathers several writes' failures may hold it only in the middle."""
   text = str(error)
   if len(text) > limit:
-    text = f'{text[:limit // 2]} ... {text[-limit // 2:]}'
+    elided = f'{text[:limit // 2]} ... {text[-limit // 2:]}'
+    causes = [e for e in _IO_ERRORS if e in text and e not in elided]
+    text = elided + (f' (OS error: {", ".join(causes)})' if causes else '')
   return f'{type(error).__name__}: {text}'
 
 

@@ -18,6 +18,7 @@ import numpy as np
 import orbax.checkpoint as ocp
 import pytest
 
+from electra_jax import checkpointing
 from electra_jax.data import prepare
 from tests.conftest import REPO, data_dir
 from tests.test_train import read_scalars, run_main
@@ -180,6 +181,16 @@ def test_damaged_checkpoints_fall_back_and_never_restart_silently(tmp_path, run_
   assert result.returncode == 1
   assert 'no checkpoint could be restored' in result.stderr.strip().splitlines()[-1]
   assert not any(name.isdigit() for name in os.listdir(workdir / 'checkpoints'))
+
+
+def test_a_long_save_error_keeps_its_os_cause():
+  # Orbax can gather several writes' failures into one long message, with the
+  # OS error in the part that the report elides.
+  error = ValueError(f'{"/bucket/run/checkpoints/30/state " * 20}[Errno 27] File too large, '
+                     f'{"while writing chunk 0.0.1; " * 20}')
+  brief = checkpointing._brief(error)
+  assert len(brief) < 700 and ' ... ' in brief
+  assert brief.startswith('ValueError: /bucket') and brief.endswith('(OS error: File too large)')
 
 
 def test_failed_saves_are_reported_and_keep_the_previous_checkpoint(tmp_path, run_a,
