@@ -44,30 +44,79 @@ class ElectraPair(torch.nn.Module):
     self.generator.generator_lm_head.weight = (
         self.discriminator.electra.embeddings.word_embeddings.weight)
 
-  def generator_logits(self, ids, attention_mask, positions):
-    hidden = self.generator.electra(ids, attention_mask=attention_mask).last_hidden_state
+  def generator_logits(self, ids, attention_mask, token_type_ids, positions):
+    hidden = self.generator.electra(ids, attention_mask=attention_mask,
+                                    token_type_ids=token_type_ids).last_hidden_state
     hidden = torch.gather(hidden, 1, positions[..., None].expand(-1, -1, hidden.shape[-1]))
     return self.generator.generator_lm_head(self.generator.generator_predictions(hidden))
 
 
-def _mask(ids, attention_mask, max_predictions, mask_id, generator):
-  """Masks round(15% of tokens) per row, never [CLS]/[SEP]; 85% become [MASK]."""
-  candidates = attention_mask.bool().clone()
-  candidates[:, 0] = candidates[:, -1] = False
+def _mask(ids, attention_mask, special, max_predictions, generator):
+  """Masks round(15% of tokens) per row, never [CLS]/[SEP]/padding; 85% become [MASK].
+
+  As electra_jax.objective.mask_tokens: the count is round(0.15 * non-padding
+  tokens), clipped to [1, max_predictions]; `weights` marks the used slots.
+  """
+  candidates = attention_mask.bool() & (ids != special.cls) & (ids != special.sep)
+  num_to_mask = (attention_mask.sum(1).float() * 0.15).round().long().clamp(1, max_predictions)
+  num_to_mask = torch.minimum(num_to_mask, candidates.sum(1))
   scores = torch.rand(ids.shape, generator=generator).masked_fill(~candidates, -1.0)
   positions = scores.topk(max_predictions, dim=1).indices
+  weights = (torch.arange(max_predictions)[None, :] < num_to_mask[:, None]).float()
   labels = torch.gather(ids, 1, positions)
   use_mask = torch.rand(positions.shape, generator=generator) < 0.85
-  masked = ids.scatter(1, positions, torch.where(use_mask, mask_id, labels))
-  return masked, positions, labels
+  values = torch.where(use_mask, special.mask, labels)
+  # Unused slots write the token that is already there.
+  values = torch.where(weights > 0, values, labels)
+  masked = ids.scatter(1, positions, values)
+  return masked, positions, labels, weights
 
 
-def run(config, batch: dict[str, np.ndarray], *, steps: int, warmup: int, mask_id: int,
-        max_predictions: int) -> list[float]:
-  """Times `steps` train steps after `warmup`; returns seconds per step."""
-  torch.set_num_threads(os.cpu_count() or 1)
-  torch.manual_seed(config.seed)
-  model = ElectraPair(config).train()
+def pretraining_losses(model: ElectraPair, ids, attention_mask, token_type_ids, *, special, max_predictions: int,
+                       disc_weight: float, generator: torch.Generator,
+                       with_metrics: bool = False):
+  """(total loss, metrics) of one replaced-token-detection pass, in PyTorch.
+
+  Metrics (as our train step logs them) only when `with_metrics`, so the timed
+  baseline step does no extra work.
+  """
+  masked, positions, labels, weights = _mask(ids, attention_mask, special, max_predictions,
+                                             generator)
+  logits = model.generator_logits(masked, attention_mask, token_type_ids, positions)
+  nll = torch.nn.functional.cross_entropy(logits.flatten(0, 1), labels.flatten(),
+                                          reduction='none').view(labels.shape)
+  mlm_loss = (nll * weights).sum() / weights.sum()
+  with torch.no_grad():
+    gumbel = -torch.log(-torch.log(torch.rand(logits.shape, generator=generator) + 1e-9) + 1e-9)
+    sampled = (logits.float() + gumbel).argmax(-1)
+    sampled = torch.where(weights > 0, sampled, labels)
+  corrupted = ids.scatter(1, positions, sampled)
+  disc_logits = model.discriminator(corrupted, attention_mask=attention_mask,
+                                    token_type_ids=token_type_ids).logits
+  is_replaced = (corrupted != ids).float()
+  tokens = attention_mask.float()
+  bce = torch.nn.functional.binary_cross_entropy_with_logits(disc_logits, is_replaced,
+                                                             reduction='none')
+  disc_loss = (bce * tokens).sum() / tokens.sum()
+  loss = mlm_loss + disc_weight * disc_loss
+  if not with_metrics:
+    return loss, {}
+  with torch.no_grad():
+    predicted = (disc_logits > 0).float() * tokens
+    metrics = {
+        'mlm_loss': mlm_loss.item(), 'disc_loss': disc_loss.item(),
+        'mlm_accuracy': ((logits.argmax(-1) == labels).float() * weights).sum().item()
+                        / weights.sum().item(),
+        'disc_precision': (predicted * is_replaced).sum().item() / max(predicted.sum().item(), 1),
+        'disc_recall': (predicted * is_replaced).sum().item()
+                       / max((is_replaced * tokens).sum().item(), 1),
+        'replaced_fraction': (is_replaced * tokens).sum().item() / tokens.sum().item(),
+    }
+  return loss, metrics
+
+
+def make_optimizer(config, model: ElectraPair) -> tuple[torch.optim.AdamW, list]:
+  """AdamW with the same decay mask as ours: no decay on LayerNorm and biases."""
   params = dict(model.named_parameters())  # Deduplicated: shared tensors appear once.
   skips_decay = {n: 'LayerNorm' in n or n.endswith('bias') for n in params}
   no_decay = [p for n, p in params.items() if skips_decay[n]]
@@ -76,26 +125,28 @@ def run(config, batch: dict[str, np.ndarray], *, steps: int, warmup: int, mask_i
       [{'params': decay, 'weight_decay': config.weight_decay},
        {'params': no_decay, 'weight_decay': 0.0}],
       lr=config.learning_rate, betas=(config.adam_b1, config.adam_b2), eps=config.adam_eps)
+  return optimizer, list(params.values())
+
+
+def run(config, batch: dict[str, np.ndarray], *, steps: int, warmup: int, special,
+        max_predictions: int) -> list[float]:
+  """Times `steps` train steps on one fixed batch after `warmup`; returns seconds per step."""
+  torch.set_num_threads(os.cpu_count() or 1)
+  torch.manual_seed(config.seed)
+  model = ElectraPair(config).train()
+  optimizer, params = make_optimizer(config, model)
   ids = torch.from_numpy(batch['input_ids']).long()
   attention_mask = torch.from_numpy(batch['attention_mask']).long()
+  token_type_ids = torch.from_numpy(batch['token_type_ids']).long()
   rng = torch.Generator().manual_seed(config.seed)
-  disc_weight = config.objective.disc_weight
 
   def step():
-    masked, positions, labels = _mask(ids, attention_mask, max_predictions, mask_id, rng)
-    logits = model.generator_logits(masked, attention_mask, positions)
-    mlm_loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), labels.flatten())
-    with torch.no_grad():
-      gumbel = -torch.log(-torch.log(torch.rand(logits.shape, generator=rng) + 1e-9) + 1e-9)
-      sampled = (logits.float() + gumbel).argmax(-1)
-    corrupted = ids.scatter(1, positions, sampled)
-    disc_logits = model.discriminator(corrupted, attention_mask=attention_mask).logits
-    disc_loss = torch.nn.functional.binary_cross_entropy_with_logits(
-        disc_logits, (corrupted != ids).float())
-    loss = mlm_loss + disc_weight * disc_loss
+    loss, _ = pretraining_losses(model, ids, attention_mask, token_type_ids, special=special,
+                                 max_predictions=max_predictions,
+                                 disc_weight=config.objective.disc_weight, generator=rng)
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
-    torch.nn.utils.clip_grad_norm_(params.values(), config.max_grad_norm)
+    torch.nn.utils.clip_grad_norm_(params, config.max_grad_norm)
     optimizer.step()
 
   for _ in range(warmup):

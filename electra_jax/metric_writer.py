@@ -1,10 +1,31 @@
 """Scalars to the console and to TensorBoard event files, from process 0 only."""
 
 from collections.abc import Mapping
+import sys
 
 from absl import logging
 import jax
-import tensorboardX
+
+
+def _import_tensorboardx():
+  """Imports tensorboardX without letting it import torch.
+
+  tensorboardX imports torch whenever it is installed, only to accept torch
+  tensors; we write floats, and the import costs every run about 3 s of
+  startup. torch is hidden for that one import and importable again after it.
+  """
+  if 'torch' in sys.modules:
+    import tensorboardX  # pylint: disable=g-import-not-at-top
+    return tensorboardX
+  sys.modules['torch'] = None  # `import torch` raises ImportError.
+  try:
+    import tensorboardX  # pylint: disable=g-import-not-at-top
+  finally:
+    del sys.modules['torch']
+  return tensorboardX
+
+
+tensorboardX = _import_tensorboardx()
 
 
 class MetricWriter:

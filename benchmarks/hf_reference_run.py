@@ -1,0 +1,85 @@
+"""Pretrains the HF `transformers` reference on our prepared data, for learning-curve checks.
+
+Does our replaced-token detection learn as fast as a reference implementation?
+This trains the PyTorch step of benchmarks/hf_baseline.py (HF ELECTRA modules,
+shared embeddings, the same masking, sampling and loss) with the same config
+as `python -m electra_jax.main`: the same prepared batches in the same order,
+learning-rate schedule, AdamW settings and clipping. It prints the same
+metrics every --log_every steps, averaged over the window, so the two logs can
+be read side by side.
+
+  python -m benchmarks.hf_reference_run --config=configs/small.py \
+      --config.data.prepared_dir=DIR [--config.x=y ...] --steps=1000
+
+Differences that remain: PyTorch's AdamW always corrects bias (set
+--config.adam_bias_correction=True on our side to match), and random draws
+come from torch's generator, not jax.random.
+"""
+
+import collections
+import os
+
+from absl import app
+from absl import flags
+import numpy as np
+import torch
+from ml_collections import config_flags
+
+from benchmarks import hf_baseline
+from electra_jax import config_lib
+from electra_jax.data import pipeline, shards
+
+_CONFIG = config_flags.DEFINE_config_file('config', None, 'Path to a config file.',
+                                          lock_config=True)
+_STEPS = flags.DEFINE_integer('steps', 1000, 'Train steps to run.')
+_LOG_EVERY = flags.DEFINE_integer('log_every', 50, 'Steps per printed window.')
+
+
+def _schedule(config):
+  """Our learning-rate schedule (electra_jax.optim.linear_warmup_decay) as a multiplier."""
+
+  def multiplier(step: int) -> float:
+    warm = min(1.0, step / config.warmup_steps) if config.warmup_steps > 0 else 1.0
+    return warm * max(0.0, 1.0 - step / config.num_train_steps)
+
+  return multiplier
+
+
+def main(argv: list[str]) -> None:
+  if len(argv) > 1:
+    raise app.UsageError(f'Unexpected arguments: {argv[1:]}')
+  config = _CONFIG.value
+  data = shards.PreparedData.load(config.data.prepared_dir)
+  pipeline.check_compatible(data, config)
+  torch.set_num_threads(os.cpu_count() or 1)
+  torch.manual_seed(config.seed)
+  model = hf_baseline.ElectraPair(config).train()
+  optimizer, params = hf_baseline.make_optimizer(config, model)
+  scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _schedule(config))
+  rng = torch.Generator().manual_seed(config.seed)
+  batches = pipeline.train_iterator(data, config, process_index=0, process_count=1)
+  window = collections.defaultdict(list)
+  for step in range(1, _STEPS.value + 1):
+    batch = next(batches)
+    loss, metrics = hf_baseline.pretraining_losses(
+        model, torch.from_numpy(np.asarray(batch['input_ids'])).long(),
+        torch.from_numpy(np.asarray(batch['attention_mask'])).long(),
+        torch.from_numpy(np.asarray(batch['token_type_ids'])).long(),
+        special=data.special_ids, max_predictions=config_lib.max_predictions_per_seq(config),
+        disc_weight=config.objective.disc_weight, generator=rng, with_metrics=True)
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(params, config.max_grad_norm)
+    optimizer.step()
+    scheduler.step()
+    for name, value in metrics.items():
+      window[name].append(value)
+    if step % _LOG_EVERY.value == 0:
+      print(f'[{step}] ' + ', '.join(f'{k}={np.mean(v):.5g}' for k, v in sorted(window.items())),
+            flush=True)
+      window.clear()
+
+
+if __name__ == '__main__':
+  flags.mark_flags_as_required(['config'])
+  app.run(main)
