@@ -16,7 +16,7 @@
 set -euo pipefail
 
 out=${1:?usage: bash benchmarks/pretraining_gain.sh OUT [PRETRAIN_STEPS]}
-steps=${2:-1400}
+steps=${2:-2000}
 data=${ELECTRA_JAX_DATA:-$(dirname "$0")/../../shared/data}
 
 # An 8,000-piece sentencepiece vocabulary trained on the corpus: a quarter of
@@ -28,19 +28,22 @@ if [[ ! -f $out/wiki_spm8k/metadata.json ]]; then
     --config.data.spm_sample_sentences=300000 --max_seq_length=128
 fi
 
-# ELECTRA-Small's recipe, scaled to what a 2-core CPU does in under an hour
-# (about 1.7 s a step): 4 layers of width 128 (2 heads, embeddings 128) and a
-# generator of half that width, batch 64, peak rate 1e-3. At ELECTRA-Small's width
-# (4 layers of 256, 30,522 ids), 1,000 steps at batch 32 and lr 3e-4 left both on
-# the unigram plateau (MLM loss 6.9, discriminator loss 0.404 against a prior
-# of 0.410), too early for fine-tuning to gain anything.
+# ELECTRA-Small's recipe, scaled to what a 2-core CPU does in about 35 minutes
+# (about 1 s a step): 4 layers of width 128 (2 heads, embeddings 128), a
+# generator of half that width, batch 32, peak rate 1e-3, and the generator
+# sampled at temperature 3. At temperature 1 (the paper's), the discriminator
+# stays on the constant-prediction plateau for at least the first 1,000 steps
+# at this scale, and so does the HF transformers reference trained on the same
+# batches (BENCHMARKS.md): a generator that proposes frequent tokens leaves token
+# identity no cue, so only context tells its samples apart. Flatter samples give
+# the discriminator an easy first cue, and it leaves the plateau by step 150.
 [[ -n ${SKIP_PRETRAINING:-} ]] || python -m electra_jax.main --config=configs/small.py \
   --workdir="$out/pretrain" --config.data.prepared_dir="$out/wiki_spm8k" \
   --config.model.vocab_size=8000 --config.model.num_layers=4 --config.model.hidden_size=128 \
-  --config.model.generator_hidden_fraction=0.5 --config.batch_size=64 \
-  --config.learning_rate=1e-3 --config.num_train_steps="$steps" \
-  --config.warmup_steps=$((steps / 10)) --config.log_every_steps=50 \
-  --config.checkpoint.every_steps=200
+  --config.model.generator_hidden_fraction=0.5 --config.batch_size=32 \
+  --config.learning_rate=1e-3 --config.objective.temperature=3 \
+  --config.num_train_steps="$steps" --config.warmup_steps=$((steps / 10)) \
+  --config.log_every_steps=50 --config.checkpoint.every_steps=250
 
 # Each task trains on the same seeded random 1,000 of its training examples, each
 # cut at 64 tokens, to bound CPU time. Both initialisations see the same examples,
