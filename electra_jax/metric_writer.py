@@ -1,13 +1,15 @@
 """Scalars to the console and to TensorBoard event files, from process 0 only."""
 
 from collections.abc import Mapping
+import os
 import sys
+import time
 
 from absl import logging
 import jax
 
 
-def _import_tensorboardx():
+def _import_tensorboardx_without_torch() -> None:
   """Imports tensorboardX without letting it import torch.
 
   tensorboardX imports torch whenever it is installed, only to accept torch
@@ -15,33 +17,46 @@ def _import_tensorboardx():
   startup. torch is hidden for that one import and importable again after it.
   """
   if 'torch' in sys.modules:
-    import tensorboardX  # pylint: disable=g-import-not-at-top
-    return tensorboardX
+    return
   sys.modules['torch'] = None  # `import torch` raises ImportError.
   try:
-    import tensorboardX  # pylint: disable=g-import-not-at-top
+    import tensorboardX  # pylint: disable=g-import-not-at-top,unused-import
   finally:
     del sys.modules['torch']
-  return tensorboardX
 
 
-tensorboardX = _import_tensorboardx()
+_import_tensorboardx_without_torch()
+# pylint: disable=g-import-not-at-top,g-bad-import-order
+from tensorboardX import event_file_writer, record_writer, summary
+from tensorboardX.proto import event_pb2, summary_pb2
+# pylint: enable=g-import-not-at-top,g-bad-import-order
 
 
 class MetricWriter:
-  """Writes `prefix/name` scalars; a no-op on processes other than 0."""
+  """Writes `prefix/name` scalars; a no-op on processes other than 0.
+
+  Each write reaches the event file before it returns. tensorboardX's
+  SummaryWriter hands events to a background thread, and its flush() does not
+  wait for that queue, so a crash right after a checkpoint could lose the
+  metrics of steps that a resume will not redo; this writes synchronously.
+  """
 
   def __init__(self, logdir: str):
-    self._writer = tensorboardX.SummaryWriter(logdir) if jax.process_index() == 0 else None
+    self._events = None
+    if jax.process_index() == 0:
+      record_writer.directory_check(logdir)
+      self._events = event_file_writer.EventsWriter(os.path.join(logdir, 'events'))
 
   def write(self, step: int, scalars: Mapping[str, float], prefix: str = 'train') -> None:
-    if self._writer is None:
+    if self._events is None:
       return
     logging.info('[%d] %s', step, ', '.join(f'{k}={v:.5g}' for k, v in sorted(scalars.items())))
-    for name, value in scalars.items():
-      self._writer.add_scalar(f'{prefix}/{name}', value, step)
-    self._writer.flush()
+    values = [summary.scalar(f'{prefix}/{name}', value).value[0]
+              for name, value in scalars.items()]
+    self._events.write_event(event_pb2.Event(
+        wall_time=time.time(), step=step, summary=summary_pb2.Summary(value=values)))
+    self._events.flush()
 
   def close(self) -> None:
-    if self._writer is not None:
-      self._writer.close()
+    if self._events is not None:
+      self._events.close()

@@ -7,9 +7,11 @@ import os
 import struct
 import subprocess
 import sys
+import threading
 
 from tensorboardX.proto import event_pb2
 
+from electra_jax import metric_writer
 from tests.conftest import REPO
 
 
@@ -89,3 +91,16 @@ def test_prepares_then_pretrains_on_real_text(tmp_path, wiki_glob):
   assert result.returncode != 0
   assert ('error: config.model.vocab_size: 3000, but the data in '
           f'{workdir / "data"} was tokenized with 2000 ids') in result.stderr
+
+
+def test_metrics_are_in_the_event_file_when_write_returns(tmp_path):
+  # No background writer: a crash right after a write (and the checkpoint
+  # that follows it) cannot lose the written steps.
+  threads = threading.active_count()
+  writer = metric_writer.MetricWriter(str(tmp_path))
+  writer.write(7, {'loss': 1.5, 'mlm_loss': 3.0})
+  writer.write(8, {'disc_auc': 0.75}, prefix='eval')
+  assert threading.active_count() == threads
+  assert read_scalars(tmp_path) == {'train/loss': [(7, 1.5)], 'train/mlm_loss': [(7, 3.0)],
+                                    'eval/disc_auc': [(8, 0.75)]}
+  writer.close()
