@@ -16,7 +16,7 @@ import numpy as np
 import torch
 import transformers
 
-from electra_jax import config_lib
+from electra_jax import config_lib, objective, rtd
 
 
 def _hf_config(cfg: config_lib.EncoderConfig) -> transformers.ElectraConfig:
@@ -51,20 +51,20 @@ class ElectraPair(torch.nn.Module):
     return self.generator.generator_lm_head(self.generator.generator_predictions(hidden))
 
 
-def _mask(ids, attention_mask, special, max_predictions, generator):
-  """Masks round(15% of tokens) per row, never [CLS]/[SEP]/padding; 85% become [MASK].
-
-  As electra_jax.objective.mask_tokens: the count is round(0.15 * non-padding
-  tokens), clipped to [1, max_predictions]; `weights` marks the used slots.
-  """
+def _mask(ids, attention_mask, obj: rtd.Objective, generator):
+  """As electra_jax.objective.mask_tokens: round(mask_prob * non-padding tokens) per
+  row, clipped to [1, max_predictions], never [CLS]/[SEP]/padding; a fraction
+  mask_token_prob of them become [MASK]. `weights` marks the used slots."""
+  special = obj.special
   candidates = attention_mask.bool() & (ids != special.cls) & (ids != special.sep)
-  num_to_mask = (attention_mask.sum(1).float() * 0.15).round().long().clamp(1, max_predictions)
+  num_to_mask = (attention_mask.sum(1).float() * obj.mask_prob).round().long().clamp(
+      1, obj.max_predictions)
   num_to_mask = torch.minimum(num_to_mask, candidates.sum(1))
   scores = torch.rand(ids.shape, generator=generator).masked_fill(~candidates, -1.0)
-  positions = scores.topk(max_predictions, dim=1).indices
-  weights = (torch.arange(max_predictions)[None, :] < num_to_mask[:, None]).float()
+  positions = scores.topk(obj.max_predictions, dim=1).indices
+  weights = (torch.arange(obj.max_predictions)[None, :] < num_to_mask[:, None]).float()
   labels = torch.gather(ids, 1, positions)
-  use_mask = torch.rand(positions.shape, generator=generator) < 0.85
+  use_mask = torch.rand(positions.shape, generator=generator) < obj.mask_token_prob
   values = torch.where(use_mask, special.mask, labels)
   # Unused slots write the token that is already there.
   values = torch.where(weights > 0, values, labels)
@@ -72,23 +72,22 @@ def _mask(ids, attention_mask, special, max_predictions, generator):
   return masked, positions, labels, weights
 
 
-def pretraining_losses(model: ElectraPair, ids, attention_mask, token_type_ids, *, special, max_predictions: int,
-                       disc_weight: float, generator: torch.Generator,
+def pretraining_losses(model: ElectraPair, ids, attention_mask, token_type_ids, *,
+                       obj: rtd.Objective, generator: torch.Generator,
                        with_metrics: bool = False):
   """(total loss, metrics) of one replaced-token-detection pass, in PyTorch.
 
   Metrics (as our train step logs them) only when `with_metrics`, so the timed
   baseline step does no extra work.
   """
-  masked, positions, labels, weights = _mask(ids, attention_mask, special, max_predictions,
-                                             generator)
+  masked, positions, labels, weights = _mask(ids, attention_mask, obj, generator)
   logits = model.generator_logits(masked, attention_mask, token_type_ids, positions)
   nll = torch.nn.functional.cross_entropy(logits.flatten(0, 1), labels.flatten(),
                                           reduction='none').view(labels.shape)
   mlm_loss = (nll * weights).sum() / weights.sum()
   with torch.no_grad():
     gumbel = -torch.log(-torch.log(torch.rand(logits.shape, generator=generator) + 1e-9) + 1e-9)
-    sampled = (logits.float() + gumbel).argmax(-1)
+    sampled = (logits.float() / obj.temperature + gumbel).argmax(-1)
     sampled = torch.where(weights > 0, sampled, labels)
   corrupted = ids.scatter(1, positions, sampled)
   disc_logits = model.discriminator(corrupted, attention_mask=attention_mask,
@@ -98,21 +97,31 @@ def pretraining_losses(model: ElectraPair, ids, attention_mask, token_type_ids, 
   bce = torch.nn.functional.binary_cross_entropy_with_logits(disc_logits, is_replaced,
                                                              reduction='none')
   disc_loss = (bce * tokens).sum() / tokens.sum()
-  loss = mlm_loss + disc_weight * disc_loss
+  loss = obj.gen_weight * mlm_loss + obj.disc_weight * disc_loss
   if not with_metrics:
     return loss, {}
   with torch.no_grad():
     predicted = (disc_logits > 0).float() * tokens
+    replaced = is_replaced * tokens
+    true_positives = (predicted * replaced).sum().item()
     metrics = {
         'mlm_loss': mlm_loss.item(), 'disc_loss': disc_loss.item(),
         'mlm_accuracy': ((logits.argmax(-1) == labels).float() * weights).sum().item()
                         / weights.sum().item(),
-        'disc_precision': (predicted * is_replaced).sum().item() / max(predicted.sum().item(), 1),
-        'disc_recall': (predicted * is_replaced).sum().item()
-                       / max((is_replaced * tokens).sum().item(), 1),
-        'replaced_fraction': (is_replaced * tokens).sum().item() / tokens.sum().item(),
+        'disc_precision': true_positives / max(predicted.sum().item(), 1),
+        'disc_recall': true_positives / max(replaced.sum().item(), 1),
+        'replaced_fraction': replaced.sum().item() / tokens.sum().item(),
     }
   return loss, metrics
+
+
+def apply_update(optimizer: torch.optim.Optimizer, params: list, loss: torch.Tensor,
+                 max_grad_norm: float) -> None:
+  """Backward, global-norm clipping and one optimizer step, as our train step."""
+  optimizer.zero_grad(set_to_none=True)
+  loss.backward()
+  torch.nn.utils.clip_grad_norm_(params, max_grad_norm)
+  optimizer.step()
 
 
 def make_optimizer(config, model: ElectraPair) -> tuple[torch.optim.AdamW, list]:
@@ -128,8 +137,8 @@ def make_optimizer(config, model: ElectraPair) -> tuple[torch.optim.AdamW, list]
   return optimizer, list(params.values())
 
 
-def run(config, batch: dict[str, np.ndarray], *, steps: int, warmup: int, special,
-        max_predictions: int) -> list[float]:
+def run(config, batch: dict[str, np.ndarray], *, steps: int, warmup: int,
+        special: objective.SpecialIds) -> list[float]:
   """Times `steps` train steps on one fixed batch after `warmup`; returns seconds per step."""
   torch.set_num_threads(os.cpu_count() or 1)
   torch.manual_seed(config.seed)
@@ -139,15 +148,12 @@ def run(config, batch: dict[str, np.ndarray], *, steps: int, warmup: int, specia
   attention_mask = torch.from_numpy(batch['attention_mask']).long()
   token_type_ids = torch.from_numpy(batch['token_type_ids']).long()
   rng = torch.Generator().manual_seed(config.seed)
+  obj = rtd.Objective.from_config(config, special)
 
   def step():
-    loss, _ = pretraining_losses(model, ids, attention_mask, token_type_ids, special=special,
-                                 max_predictions=max_predictions,
-                                 disc_weight=config.objective.disc_weight, generator=rng)
-    optimizer.zero_grad(set_to_none=True)
-    loss.backward()
-    torch.nn.utils.clip_grad_norm_(params, config.max_grad_norm)
-    optimizer.step()
+    loss, _ = pretraining_losses(model, ids, attention_mask, token_type_ids, obj=obj,
+                                 generator=rng)
+    apply_update(optimizer, params, loss, config.max_grad_norm)
 
   for _ in range(warmup):
     step()

@@ -2,7 +2,8 @@
 
 Does our replaced-token detection learn as fast as a reference implementation?
 This trains the PyTorch step of benchmarks/hf_baseline.py (HF ELECTRA modules,
-shared embeddings, the same masking, sampling and loss) with the same config
+shared embeddings, the same masking, sampling at the config's temperature and
+loss) with the same config
 as `python -m electra_jax.main`: the same prepared batches in the same order,
 learning-rate schedule, AdamW settings and clipping. It prints the same
 metrics every --log_every steps, averaged over the window, so the two logs can
@@ -26,23 +27,13 @@ import torch
 from ml_collections import config_flags
 
 from benchmarks import hf_baseline
-from electra_jax import config_lib
+from electra_jax import optim, rtd
 from electra_jax.data import pipeline, shards
 
 _CONFIG = config_flags.DEFINE_config_file('config', None, 'Path to a config file.',
                                           lock_config=True)
 _STEPS = flags.DEFINE_integer('steps', 1000, 'Train steps to run.')
 _LOG_EVERY = flags.DEFINE_integer('log_every', 50, 'Steps per printed window.')
-
-
-def _schedule(config):
-  """Our learning-rate schedule (electra_jax.optim.linear_warmup_decay) as a multiplier."""
-
-  def multiplier(step: int) -> float:
-    warm = min(1.0, step / config.warmup_steps) if config.warmup_steps > 0 else 1.0
-    return warm * max(0.0, 1.0 - step / config.num_train_steps)
-
-  return multiplier
 
 
 def main(argv: list[str]) -> None:
@@ -55,7 +46,11 @@ def main(argv: list[str]) -> None:
   torch.manual_seed(config.seed)
   model = hf_baseline.ElectraPair(config).train()
   optimizer, params = hf_baseline.make_optimizer(config, model)
-  scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _schedule(config))
+  # Our schedule, as a multiple of the peak rate torch's AdamW was given.
+  schedule = optim.learning_rate_schedule(config)
+  scheduler = torch.optim.lr_scheduler.LambdaLR(
+      optimizer, lambda step: float(schedule(step)) / config.learning_rate)
+  obj = rtd.Objective.from_config(config, data.special_ids)
   rng = torch.Generator().manual_seed(config.seed)
   batches = pipeline.train_iterator(data, config, process_index=0, process_count=1)
   window = collections.defaultdict(list)
@@ -65,12 +60,8 @@ def main(argv: list[str]) -> None:
         model, torch.from_numpy(np.asarray(batch['input_ids'])).long(),
         torch.from_numpy(np.asarray(batch['attention_mask'])).long(),
         torch.from_numpy(np.asarray(batch['token_type_ids'])).long(),
-        special=data.special_ids, max_predictions=config_lib.max_predictions_per_seq(config),
-        disc_weight=config.objective.disc_weight, generator=rng, with_metrics=True)
-    optimizer.zero_grad(set_to_none=True)
-    loss.backward()
-    torch.nn.utils.clip_grad_norm_(params, config.max_grad_norm)
-    optimizer.step()
+        obj=obj, generator=rng, with_metrics=True)
+    hf_baseline.apply_update(optimizer, params, loss, config.max_grad_norm)
     scheduler.step()
     for name, value in metrics.items():
       window[name].append(value)

@@ -247,8 +247,7 @@ def main(argv: list[str]) -> None:
   if _BASELINE.value == 'hf':
     from benchmarks import hf_baseline  # pylint: disable=g-import-not-at-top
     times = hf_baseline.run(config, synthetic_batch(config, np.random.default_rng(0)),
-                            steps=_STEPS.value, warmup=_WARMUP.value, special=_SPECIAL,
-                            max_predictions=config_lib.max_predictions_per_seq(config))
+                            steps=_STEPS.value, warmup=_WARMUP.value, special=_SPECIAL)
     baseline = config.batch_size * config.max_seq_length / statistics.median(times)
     print(f'baseline tokens/s: {baseline:,.0f}')
     print(f'ratio: {ours["tokens_per_s"] / baseline:.2f}')
