@@ -17,11 +17,12 @@ chip) and K chips on v5e and v6e.
 import dataclasses
 import math
 import os
+import re
 import sys
 import time
-from typing import Any
+from typing import Any, Callable
 
-from absl import app, flags
+from absl import app, flags, logging
 import jax
 from jax.experimental import topologies
 import ml_collections
@@ -124,6 +125,18 @@ def slice_devices(tpu: Slice) -> list[Any]:
 class DoesNotFit(Exception):
   """XLA refused to compile the step: its memory exceeds the chip's HBM."""
 
+  @property
+  def needed_bytes(self) -> int | None:
+    """The memory XLA:TPU says the step needs, if it says: "Used 20.95G of 15.75G hbm",
+    or "the total memory required for HLO temporaries (350.71G) exceeds available HBM"
+    (temporaries alone: a lower bound)."""
+    match = re.search(r'Used ([0-9.]+)([KMGT]) of |required for HLO temporaries '
+                      r'\(([0-9.]+)([KMGT])\)', str(self))
+    if not match:
+      return None
+    number, unit = (match[1], match[2]) if match[1] else (match[3], match[4])
+    return int(float(number) * 1024**('KMGT'.index(unit) + 1))
+
 
 @dataclasses.dataclass
 class Compiled:
@@ -171,36 +184,81 @@ def _with_batch(config: ml_collections.ConfigDict, batch_size: int) -> ml_collec
   return config
 
 
+def largest_fitting(measure: Callable[[int], int | None], limit: int, first_guess: int = 8
+                    ) -> int:
+  """The largest n >= 1 whose memory measure(n) is at most limit; 0 if n = 1 is over.
+
+  measure(n) is the memory of the step at n units of batch (over the limit for a
+  compile that did not fit), or None for a failed compile that gave no figure.
+  Memory grows with n, close to linearly, so a line through the known points
+  nearest the limit predicts where it crosses: extrapolated until a point over
+  the limit is known, then interpolated between the bracketing points
+  (regula falsi, Illinois variant, so a curved memory cannot stall the bracket
+  on one side). A failure without a figure is followed by bisection. Linear
+  memory costs four compiles (1, first_guess, the prediction, one more); doubling
+  and bisecting cost about 2 log2(n).
+  """
+  points: dict[int, int] = {}  # n -> memory, where known.
+  low, high = 0, None  # The largest n known to fit; the smallest known not to.
+  scale = {'low': 1.0, 'high': 1.0}  # Illinois: the weight of a bracket end kept twice.
+  last = None
+
+  def probe(n: int) -> None:
+    nonlocal low, high, last
+    memory = measure(n)
+    side = 'low' if memory is not None and memory <= limit else 'high'
+    if memory is not None:
+      points[n] = memory
+    if side == 'low':
+      low = n
+    else:
+      high = n
+    scale[side] = 1.0
+    if side == last:  # The other end was kept twice: pull the next estimate toward it.
+      scale['high' if side == 'low' else 'low'] /= 2
+    last = side
+
+  probe(1)
+  if low == 0:
+    return 0
+  while high is None or high - low > 1:
+    fitting = sorted(n for n in points if n <= low)
+    if high is None and len(fitting) < 2:
+      n = first_guess
+    elif high is None:  # Extrapolate through the smallest and largest fitting points.
+      a, b = fitting[0], fitting[-1]
+      per_unit = (points[b] - points[a]) / (b - a)
+      n = b + int((limit - points[b]) // per_unit) if per_unit > 0 else 2 * b
+    elif high not in points:
+      n = (low + high) // 2
+    else:  # Where the line between the bracket ends crosses the limit.
+      under = (limit - points[low]) * scale['low']
+      over = (points[high] - limit) * scale['high']
+      n = low + int((high - low) * under / (under + over))
+    probe(max(low + 1, n if high is None else min(n, high - 1)))
+  return low
+
+
 def find_max_batch(config: ml_collections.ConfigDict, devices: list[Any],
                    hbm_bytes: int) -> Compiled | None:
-  """The largest fitting global batch, a multiple of the batch-sharding devices:
-  doubling, then bisection. None if even the smallest batch does not fit."""
+  """The largest fitting global batch, a multiple of the batch-sharding devices
+  (`largest_fitting` over that multiple). None if even the smallest does not fit."""
   ways = sharding.batch_ways(sharding.make_mesh(config.mesh, devices),
                              config.mesh.logical_axis_rules)
+  compiled: dict[int, Compiled] = {}
 
-  def fitting(units: int) -> Compiled | None:
+  def measure(units: int) -> int | None:
     try:
-      compiled = compile_step(_with_batch(config, units * ways), devices)
-    except DoesNotFit:
-      return None
-    return compiled if compiled.bytes_per_chip <= hbm_bytes else None
+      compiled[units] = compile_step(_with_batch(config, units * ways), devices)
+    except DoesNotFit as e:
+      logging.info('batch %d: does not fit (%s)', units * ways, e)
+      return e.needed_bytes
+    logging.info('batch %d: %.2f GiB per chip (compiled in %.0f s)', units * ways,
+                 compiled[units].bytes_per_chip / _GIB, compiled[units].seconds)
+    return compiled[units].bytes_per_chip
 
-  best, low, high = None, 0, None  # In units of `ways` examples.
-  units = 1
-  while high is None:
-    compiled = fitting(units)
-    if compiled:
-      best, low, units = compiled, units, units * 2
-    else:
-      high = units
-  while high - low > 1:
-    middle = (low + high) // 2
-    compiled = fitting(middle)
-    if compiled:
-      best, low = compiled, middle
-    else:
-      high = middle
-  return best
+  units = largest_fitting(measure, hbm_bytes)
+  return compiled[units] if units else None
 
 
 def _largest_tensors(abstract_state: Any, count: int = 6) -> list[str]:

@@ -49,6 +49,10 @@ _INPUT_CORPUS = flags.DEFINE_string('input_corpus', None, 'Also benchmark prepar
                                     'reading this corpus spec (see prepare_data).')
 _INPUT_DIR = flags.DEFINE_string('input_dir', None, 'Where --input_corpus is prepared; must '
                                  'not exist yet (default: a temporary directory).')
+_PROFILE_DIR = flags.DEFINE_string('profile_dir', None, 'Also trace 3 steps with the JAX '
+                                   'profiler into this directory (TensorBoard/XProf) and write '
+                                   'the compiled step\'s HLO beside it; '
+                                   'benchmarks/profile_summary.py reads both.')
 _INPUT_SECONDS = flags.DEFINE_float('input_seconds', 20.0, 'How long to read batches.')
 flags.mark_flags_as_required(['config'])
 
@@ -111,6 +115,8 @@ def run(config) -> dict[str, float]:
       jax.block_until_ready(metrics)
       times.append(time.perf_counter() - start)
 
+    if _PROFILE_DIR.value:
+      state = trace_steps(step, state, batch, _PROFILE_DIR.value)
     if _CHECKPOINT.value:
       checkpoint_figures = time_checkpoints(config, state, step, batch,
                                             _CHECKPOINT_DIR.value or tempfile.mkdtemp())
@@ -142,6 +148,21 @@ def run(config) -> dict[str, float]:
   if _CHECKPOINT.value:
     figures.update(checkpoint_figures)
   return figures
+
+
+def trace_steps(step, state, batch, directory: str, steps: int = 3):
+  """Traces `steps` steps into `directory`, with the step's optimized HLO (whose
+  op_name metadata maps each kernel of the trace to the code that made it)."""
+  os.makedirs(directory, exist_ok=True)
+  with open(os.path.join(directory, 'train_step.hlo.txt'), 'w') as f:
+    f.write(step.as_text())
+  with jax.profiler.trace(directory):
+    for _ in range(steps):
+      state, metrics = step(state, batch)
+    jax.block_until_ready(metrics)
+  print(f'profile of {steps} steps: {directory} (summary: python '
+        f'benchmarks/profile_summary.py {directory})')
+  return state
 
 
 def _timed(fn, *args):

@@ -28,6 +28,55 @@ def test_bad_slice_names_are_refused(name):
     aot.parse_slice(name)
 
 
+def _memory_model(fixed: int, per_unit: float, power: float = 1.0, refuse_above: int = 0):
+  """Memory of a compile at n units, like XLA's plan: fixed + per_unit * n**power. With
+  refuse_above, a compile over that many bytes fails without a figure (None)."""
+  probes = []
+
+  def measure(n: int) -> int | None:
+    probes.append(n)
+    memory = fixed + per_unit * n**power
+    return None if refuse_above and memory > refuse_above else memory
+  return measure, probes
+
+
+@pytest.mark.parametrize('fixed, per_unit, power, refuse_above', [
+    (100, 3.0, 1.0, 0), (100, 0.5, 1.0, 0), (600, 60.0, 1.0, 0), (999, 1.0, 1.0, 0),
+    (10, 1.0, 1.3, 0), (10, 200.0, 0.7, 0),
+    (100, 3.0, 1.0, 1000), (10, 1.0, 1.3, 1000),
+])
+def test_largest_fitting_batch_matches_exhaustive_search(fixed, per_unit, power, refuse_above):
+  limit = 1000
+  measure, probes = _memory_model(fixed, per_unit, power, refuse_above)
+  found = aot.largest_fitting(measure, limit)
+  exhaustive = max((n for n in range(1, 5000)
+                    if (m := _memory_model(fixed, per_unit, power)[0](n)) <= limit), default=0)
+  assert found == exhaustive
+  # Linear memory costs four compiles (1, 8, the prediction, one more), curved memory or
+  # failures without a figure a few more; doubling then bisecting costs about 2 log2(n)
+  # (18 at n = 300).
+  assert len(probes) <= (4 if power == 1.0 and not refuse_above else 12), probes
+
+
+def test_largest_fitting_batch_when_one_unit_does_not_fit():
+  measure, probes = _memory_model(1001, 1.0, refuse_above=1000)
+  assert aot.largest_fitting(measure, 1000) == 0 and probes == [1]
+
+
+@pytest.mark.parametrize('message, gib', [
+    # XLA:TPU's two ways of refusing a step (the first is what base at batch 512 on
+    # v5e-1 gets, below); the search interpolates with the figure.
+    ('RESOURCE_EXHAUSTED: Ran out of memory on HBM, the total memory required for HLO '
+     'temporaries (350.71G) exceeds available HBM (15.75G)', 350.71),
+    ('RESOURCE_EXHAUSTED: Ran out of memory in memory space hbm. Used 20.95G of 15.75G hbm. '
+     'Exceeded hbm capacity by 5.20G', 20.95),
+    ('RESOURCE_EXHAUSTED: out of memory', None),
+])
+def test_the_memory_a_refused_step_needs(message, gib):
+  needed = aot.DoesNotFit(message).needed_bytes
+  assert needed == (None if gib is None else pytest.approx(gib * 2**30, rel=1e-6))
+
+
 @pytest.fixture(scope='module')
 def compiles() -> dict[str, subprocess.CompletedProcess]:
   """Both compiles of this module, started together: libtpu must allow two at once."""
