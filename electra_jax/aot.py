@@ -245,20 +245,22 @@ def find_max_batch(config: ml_collections.ConfigDict, devices: list[Any],
   (`largest_fitting` over that multiple). None if even the smallest does not fit."""
   ways = sharding.batch_ways(sharding.make_mesh(config.mesh, devices),
                              config.mesh.logical_axis_rules)
-  compiled: dict[int, Compiled] = {}
+  largest: list[Compiled] = []  # The largest fit so far: every probe lies above the last fit.
 
   def measure(units: int) -> int | None:
     try:
-      compiled[units] = compile_step(_with_batch(config, units * ways), devices)
+      compiled = compile_step(_with_batch(config, units * ways), devices)
     except DoesNotFit as e:
       logging.info('batch %d: does not fit (%s)', units * ways, e)
-      return e.needed_bytes
+      # A figure for temporaries alone can be under the HBM: the step is still over.
+      return None if e.needed_bytes is None else max(e.needed_bytes, hbm_bytes + 1)
     logging.info('batch %d: %.2f GiB per chip (compiled in %.0f s)', units * ways,
-                 compiled[units].bytes_per_chip / _GIB, compiled[units].seconds)
-    return compiled[units].bytes_per_chip
+                 compiled.bytes_per_chip / _GIB, compiled.seconds)
+    if compiled.bytes_per_chip <= hbm_bytes:
+      largest[:] = [compiled]
+    return compiled.bytes_per_chip
 
-  units = largest_fitting(measure, hbm_bytes)
-  return compiled[units] if units else None
+  return largest[0] if largest_fitting(measure, hbm_bytes) else None
 
 
 def _largest_tensors(abstract_state: Any, count: int = 6) -> list[str]:

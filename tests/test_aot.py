@@ -3,7 +3,9 @@
 import os
 import subprocess
 import sys
+import types
 
+import jax
 import pytest
 
 from electra_jax import aot
@@ -61,6 +63,34 @@ def test_largest_fitting_batch_matches_exhaustive_search(fixed, per_unit, power,
 def test_largest_fitting_batch_when_one_unit_does_not_fit():
   measure, probes = _memory_model(1001, 1.0, refuse_above=1000)
   assert aot.largest_fitting(measure, 1000) == 0 and probes == [1]
+
+
+def test_find_max_batch_counts_a_refused_compile_as_over(monkeypatch):
+  # XLA:TPU may refuse a step quoting its temporaries alone, a figure under the
+  # chip's HBM; the search must still take that batch as over. Here the compiler is
+  # stood in for by its memory plan: 1 GiB per example after 4 GiB of state on a 32
+  # GiB chip, refused over 32 GiB quoting 90% of the need as temporaries.
+  from configs import tiny
+  gib = 2**30
+
+  batches = []
+
+  def compile_step(config, devices):
+    batches.append(config.batch_size)
+    need = (4 + config.batch_size) * gib
+    if need > 32 * gib:
+      raise aot.DoesNotFit('RESOURCE_EXHAUSTED: Ran out of memory on HBM, the total memory '
+                           f'required for HLO temporaries ({0.9 * need / gib:.2f}G) exceeds '
+                           'available HBM (31.25G)')
+    memory = types.SimpleNamespace(argument_size_in_bytes=0, output_size_in_bytes=0,
+                                   alias_size_in_bytes=0, temp_size_in_bytes=need,
+                                   generated_code_size_in_bytes=0)
+    return aot.Compiled(config.batch_size, 1.0, memory, 0.0, None)
+
+  monkeypatch.setattr(aot, 'compile_step', compile_step)
+  best = aot.find_max_batch(tiny.get_config(), jax.devices()[:1], 32 * gib)
+  assert best.batch_size == 28 and best.bytes_per_chip == 32 * gib
+  assert batches == [1, 8, 28, 29]  # Taking 29 as fitting would have probed on upward.
 
 
 @pytest.mark.parametrize('message, gib', [
