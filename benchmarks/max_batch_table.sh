@@ -9,8 +9,9 @@
 #   bash benchmarks/max_batch_table.sh [CONFIGS] [TOPOLOGIES] [SHARDINGS] | tee table.md
 #
 # e.g. bash benchmarks/max_batch_table.sh "small base" "v5e-4" "data fsdp". Each
-# cell costs about three full compiles (failing compiles stop early), minutes
-# for base and large. A cell's log is kept in ${LOG_DIR:-/tmp/max_batch_logs}.
+# cell cost four compiles in the runs in BENCHMARKS.md, 1-5 minutes each on a
+# 2-core CPU for base and large (a refusal far over the HBM stops early; one
+# just over it takes a full compile). A cell's log is kept in ${LOG_DIR:-/tmp/max_batch_logs}.
 set -euo pipefail
 
 configs=${1:-small base large}

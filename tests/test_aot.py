@@ -51,8 +51,8 @@ def test_largest_fitting_batch_matches_exhaustive_search(fixed, per_unit, power,
   limit = 1000
   measure, probes = _memory_model(fixed, per_unit, power, refuse_above)
   found = aot.largest_fitting(measure, limit)
-  exhaustive = max((n for n in range(1, 5000)
-                    if (m := _memory_model(fixed, per_unit, power)[0](n)) <= limit), default=0)
+  memory = _memory_model(fixed, per_unit, power)[0]
+  exhaustive = max((n for n in range(1, 5000) if memory(n) <= limit), default=0)
   assert found == exhaustive
   # Linear memory costs four compiles (1, 8, the prediction, one more), curved memory or
   # failures without a figure a few more; doubling then bisecting costs about 2 log2(n)
