@@ -49,8 +49,15 @@ def _ones(axes: Sequence[str | None]):
   return nn.with_logical_partitioning(nn.initializers.ones_init(), tuple(axes))
 
 
+@jax.checkpoint
 def _gelu(x: Array) -> Array:
-  return nn.gelu(x, approximate=False)  # Exact erf GELU, as BERT and ELECTRA.
+  """Exact erf GELU, as BERT and ELECTRA, keeping only its input for the backward pass.
+
+  Left to itself XLA saves float32 erfc intermediates, three [batch, length,
+  intermediate] buffers per layer even for bfloat16 activations; recomputing
+  them from the input is elementwise work.
+  """
+  return nn.gelu(x, approximate=False)
 
 
 def _layer_norm(cfg: EncoderConfig, axis_name: str, name: str) -> nn.LayerNorm:

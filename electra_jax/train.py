@@ -124,18 +124,13 @@ def make_train_step(config: ml_collections.ConfigDict, model: ElectraPretraining
   schedule = optim.learning_rate_schedule(config)
   rules = config.mesh.logical_axis_rules
 
-  def loss_fn(params, batch, rng):
-    mlm_loss, disc_loss, metrics = rtd.pretraining_losses(params, batch, rng, model=model,
-                                                          obj=obj)
-    loss = obj.gen_weight * mlm_loss + obj.disc_weight * disc_loss
-    return loss, {**metrics, 'loss': loss}
-
   def train_step(state: TrainState, batch: Batch) -> tuple[TrainState, Metrics]:
     # Every draw (masking, dropout, sampling) derives from (seed, step), so a
     # resumed run repeats the uninterrupted one exactly.
     rng = jax.random.fold_in(jax.random.key(config.seed), state.step)
     with nn.logical_axis_rules(rules):
-      grads, metrics = jax.grad(loss_fn, has_aux=True)(state.params, batch, rng)
+      grads, metrics = rtd.pretraining_gradients(state.params, batch, rng, model=model,
+                                                 obj=obj)
     grad_norm = optax.tree.norm(grads)
     updates, opt_state = tx.update(grads, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
