@@ -1,8 +1,11 @@
 """The replaced-token-detection pass: mask, generate, sample, corrupt, discriminate.
 
-One function of (params, batch, key) that the train step differentiates and
-evaluation and prediction reuse; the array-level pieces (masking, sampling,
-losses) are in objective.py.
+pretraining_outputs is one pass of (params, batch, key), which evaluation and
+prediction reuse; pretraining_losses is its two losses, the objective as the
+paper writes it; pretraining_gradients differentiates the same pass for the
+train step, generator first, and the tests hold it to the gradients of
+pretraining_losses. The array-level pieces (masking, sampling, losses) are in
+objective.py.
 """
 
 from collections.abc import Mapping
