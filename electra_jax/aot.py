@@ -126,16 +126,18 @@ class DoesNotFit(Exception):
   """XLA refused to compile the step: its memory exceeds the chip's HBM."""
 
   @property
-  def needed_bytes(self) -> int | None:
-    """The memory XLA:TPU says the step needs, if it says: "Used 20.95G of 15.75G hbm",
-    or "the total memory required for HLO temporaries (350.71G) exceeds available HBM"
-    (temporaries alone: a lower bound)."""
-    match = re.search(r'Used ([0-9.]+)([KMGT]) of |required for HLO temporaries '
+  def excess_bytes(self) -> int | None:
+    """How far over the HBM XLA:TPU says the step is, if it says: "Used 20.95G of
+    15.75G hbm", or "the total memory required for HLO temporaries (350.71G)
+    exceeds available HBM (15.75G)" (the HBM left after the arguments)."""
+    match = re.search(r'Used ([0-9.]+)([KMGT]) of ([0-9.]+)([KMGT]) hbm|required for HLO '
+                      r'temporaries \(([0-9.]+)([KMGT])\) exceeds available HBM '
                       r'\(([0-9.]+)([KMGT])\)', str(self))
     if not match:
       return None
-    number, unit = (match[1], match[2]) if match[1] else (match[3], match[4])
-    return int(float(number) * 1024**('KMGT'.index(unit) + 1))
+    groups = match.groups()[:4] if match[1] else match.groups()[4:]
+    to_bytes = lambda number, unit: float(number) * 1024**('KMGT'.index(unit) + 1)
+    return int(to_bytes(*groups[:2]) - to_bytes(*groups[2:]))
 
 
 @dataclasses.dataclass
@@ -252,8 +254,10 @@ def find_max_batch(config: ml_collections.ConfigDict, devices: list[Any],
       compiled = compile_step(_with_batch(config, units * ways), devices)
     except DoesNotFit as e:
       logging.info('batch %d: does not fit (%s)', units * ways, e)
-      # A figure for temporaries alone can be under the HBM: the step is still over.
-      return None if e.needed_bytes is None else max(e.needed_bytes, hbm_bytes + 1)
+      # On the scale of bytes_per_chip: the HBM plus what XLA says is missing. (The
+      # temporaries' figure alone can be under the HBM, and taken as the step's
+      # memory it made the search creep toward the limit one batch step at a time.)
+      return None if e.excess_bytes is None else hbm_bytes + max(e.excess_bytes, 1)
     logging.info('batch %d: %.2f GiB per chip (compiled in %.0f s)', units * ways,
                  compiled.bytes_per_chip / _GIB, compiled.seconds)
     if compiled.bytes_per_chip <= hbm_bytes:
