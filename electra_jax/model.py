@@ -60,12 +60,15 @@ def _gelu(x: Array) -> Array:
   return nn.gelu(x, approximate=False)
 
 
+# Flax computes LayerNorm statistics in float32 even for bf16 inputs. Under
+# remat only the input is saved for the backward pass, not float32 copies.
+_RematLayerNorm = nn.remat(nn.LayerNorm)
+
+
 def _layer_norm(cfg: EncoderConfig, axis_name: str, name: str) -> nn.Module:
-  # Flax computes LayerNorm statistics in float32 even for bf16 inputs. Under
-  # remat only the input is saved for the backward pass, not float32 copies.
-  return nn.remat(nn.LayerNorm)(epsilon=cfg.layer_norm_eps, dtype=activation_dtype(cfg),
-                                scale_init=_ones((axis_name,)),
-                                bias_init=_zeros((axis_name,)), name=name)
+  return _RematLayerNorm(epsilon=cfg.layer_norm_eps, dtype=activation_dtype(cfg),
+                         scale_init=_ones((axis_name,)), bias_init=_zeros((axis_name,)),
+                         name=name)
 
 
 def _dense(cfg: EncoderConfig, features: int, axes: tuple[str | None, str | None],
