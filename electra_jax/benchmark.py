@@ -60,19 +60,6 @@ flags.mark_flags_as_required(['config'])
 _SPECIAL = tokenizers.TRAINED_SPECIAL_IDS
 
 
-def measure_cpu_matmul_peak(n: int = 2048, repeats: int = 5) -> float:
-  """Best float32 FLOP/s of an n x n x n matmul on this machine's CPU."""
-  x = jnp.asarray(np.random.default_rng(0).standard_normal((n, n)), jnp.float32)
-  matmul = jax.jit(lambda a, b: a @ b)
-  matmul(x, x).block_until_ready()
-  best = float('inf')
-  for _ in range(repeats):
-    start = time.perf_counter()
-    matmul(x, x).block_until_ready()
-    best = min(best, time.perf_counter() - start)
-  return 2 * n**3 / best
-
-
 def synthetic_batch(config, rng: np.random.Generator) -> dict[str, np.ndarray]:
   ids = rng.integers(5, config.model.vocab_size,
                      (config.batch_size, config.max_seq_length)).astype(np.int32)
@@ -123,11 +110,7 @@ def run(config) -> dict[str, float]:
 
   step_s = statistics.median(times)
   model_flops = flops.train_step_flops(config)
-  peak = flops.device_peak_flops(device.device_kind)
-  peak_source = 'listed bf16 peak'
-  if peak is None:
-    peak, peak_source = measure_cpu_matmul_peak(), 'measured f32 matmul peak'
-  peak *= jax.device_count()
+  peak, peak_source = flops.peak_flops(jax.devices())
   stats = device.memory_stats() or {}
   figures = {
       'step_time_s': step_s,

@@ -7,7 +7,13 @@ computed at. Embedding lookups, LayerNorm, softmax and the optimizer are not
 counted, as is usual for MFU.
 """
 
+import time
+from typing import Any
+
+import jax
+import jax.numpy as jnp
 import ml_collections
+import numpy as np
 
 from electra_jax import config_lib
 from electra_jax.config_lib import EncoderConfig
@@ -57,3 +63,30 @@ def device_peak_flops(device_kind: str) -> float | None:
     if device_kind.startswith(name):
       return peak
   return None
+
+
+def measure_matmul_peak(n: int = 2048, repeats: int = 5) -> float:
+  """Best float32 FLOP/s of an n x n x n matmul on this process's first device."""
+  x = jnp.asarray(np.random.default_rng(0).standard_normal((n, n)), jnp.float32)
+  matmul = jax.jit(lambda a, b: a @ b)
+  matmul(x, x).block_until_ready()
+  best = float('inf')
+  for _ in range(repeats):
+    start = time.perf_counter()
+    matmul(x, x).block_until_ready()
+    best = min(best, time.perf_counter() - start)
+  return 2 * n**3 / best
+
+
+def peak_flops(devices: list[Any]) -> tuple[float, str]:
+  """(peak FLOP/s of `devices` together, what the figure is) for MFU.
+
+  Accelerators: the listed bf16 peak per device. CPU: a float32 matmul peak
+  measured now, once per process, since a process's CPU devices (simulated
+  ones too) share its host's cores.
+  """
+  listed = device_peak_flops(devices[0].device_kind)
+  if listed is not None:
+    return listed * len(devices), 'listed bf16 peak'
+  processes = len({d.process_index for d in devices})
+  return measure_matmul_peak() * processes, 'measured f32 matmul peak'

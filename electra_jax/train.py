@@ -23,8 +23,8 @@ import ml_collections
 import numpy as np
 import optax
 
-from electra_jax import (checkpointing, config_lib, evaluation, metric_writer, objective, optim,
-                         rtd, sharding)
+from electra_jax import (checkpointing, config_lib, evaluation, flops, metric_writer, objective,
+                         optim, rtd, sharding)
 from electra_jax.data import pipeline, shards
 from electra_jax.model import ElectraPretrainingModel
 
@@ -180,11 +180,13 @@ def setup_train_step(config: ml_collections.ConfigDict, mesh: jax.sharding.Mesh,
 
 
 class _ThroughputMeter:
-  """Step time, tokens/s and examples/s between two log points."""
+  """Step time, tokens/s, examples/s, model TFLOP/s and MFU between two log points."""
 
-  def __init__(self, step: int, tokens_per_step: int, examples_per_step: int):
+  def __init__(self, step: int, config: ml_collections.ConfigDict, peak_flops: float):
     self._step, self._time = step, time.perf_counter()
-    self._tokens, self._examples = tokens_per_step, examples_per_step
+    self._tokens = config.batch_size * config.max_seq_length
+    self._examples = config.batch_size
+    self._flops, self._peak = flops.train_step_flops(config), peak_flops
 
   def exclude(self, seconds: float) -> None:
     """Leaves `seconds` of other work out of the current window."""
@@ -196,7 +198,9 @@ class _ThroughputMeter:
     self._step, self._time = step, now
     return {'step_time_s': seconds / steps,
             'tokens_per_s': steps * self._tokens / seconds,
-            'examples_per_s': steps * self._examples / seconds}
+            'examples_per_s': steps * self._examples / seconds,
+            'model_tflops_per_s': steps * self._flops / seconds / 1e12,
+            'mfu': steps * self._flops / seconds / self._peak}
 
 
 class _MetricsLog:
@@ -326,6 +330,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> Train
         'data x fsdp devices; use a multiple of it')
   logging.info('Mesh %s over %d devices (%s), %d processes', dict(mesh.shape),
                jax.device_count(), jax.devices()[0].platform, jax.process_count())
+  peak, peak_source = flops.peak_flops(list(mesh.devices.flat))
+  logging.info('MFU is model FLOPs over the %s: %.3g TFLOP/s', peak_source, peak / 1e12)
 
   # --- Input
   data = pipeline.prepared_data(config, workdir)
@@ -375,9 +381,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> Train
     # --- Loop
     writer = metric_writer.MetricWriter(workdir)
     first_step = int(state.step)
-    log = _MetricsLog(writer, _ThroughputMeter(first_step,
-                                               config.batch_size * config.max_seq_length,
-                                               config.batch_size), config)
+    log = _MetricsLog(writer, _ThroughputMeter(first_step, config, peak), config)
     preemption = _Preemption()
     saver = checkpointing.AsyncSaver(manager, config.checkpoint.max_failed_saves_in_a_row)
     nonfinite_in_a_row = 0

@@ -24,7 +24,8 @@ from tests.conftest import REPO, data_dir
 from tests.test_train import read_scalars, run_main
 
 # Throughput depends on the machine, not on the computation.
-_TIMING_TAGS = ('train/step_time_s', 'train/tokens_per_s', 'train/examples_per_s')
+_TIMING_TAGS = ('train/step_time_s', 'train/tokens_per_s', 'train/examples_per_s',
+                'train/model_tflops_per_s', 'train/mfu')
 
 
 @pytest.fixture(scope='module')

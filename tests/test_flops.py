@@ -1,5 +1,7 @@
 """The analytic FLOPs formula against XLA's cost analysis of the compiled step."""
 
+import types
+
 import jax
 import pytest
 
@@ -43,3 +45,14 @@ def test_peak_table():
   assert flops.device_peak_flops('TPU v5p') == 459e12
   assert flops.device_peak_flops('NVIDIA H100 80GB HBM3') == 989e12
   assert flops.device_peak_flops('cpu') is None
+
+
+def test_peak_of_a_device_list():
+  # Accelerators: the listed peak, once per device.
+  chips = [types.SimpleNamespace(device_kind='TPU v5 lite', process_index=i // 4)
+           for i in range(8)]
+  assert flops.peak_flops(chips) == (8 * 197e12, 'listed bf16 peak')
+  # CPU devices of one process share its cores: one measured peak, not one per device.
+  peak, source = flops.peak_flops(jax.devices())
+  assert source == 'measured f32 matmul peak'
+  assert 1e9 < peak < 1e14

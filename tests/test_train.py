@@ -9,9 +9,11 @@ import subprocess
 import sys
 import threading
 
+import pytest
 from tensorboardX.proto import event_pb2
 
-from electra_jax import metric_writer
+from configs import tiny
+from electra_jax import flops, metric_writer
 from tests.conftest import REPO
 
 
@@ -66,7 +68,8 @@ def test_prepares_then_pretrains_on_real_text(tmp_path, wiki_glob):
   for tag in ('train/loss', 'train/disc_loss', 'train/mlm_loss', 'train/mlm_accuracy',
               'train/sampled_accuracy', 'train/disc_accuracy', 'train/disc_precision',
               'train/disc_recall', 'train/replaced_fraction', 'train/learning_rate',
-              'train/tokens_per_s', 'train/examples_per_s', 'train/step_time_s'):
+              'train/tokens_per_s', 'train/examples_per_s', 'train/step_time_s',
+              'train/model_tflops_per_s', 'train/mfu'):
     assert tag in scalars, f'{tag} missing from TensorBoard; got {sorted(scalars)}'
   assert [s for s, _ in scalars['train/loss']] == list(range(40, 401, 40))
 
@@ -85,6 +88,11 @@ def test_prepares_then_pretrains_on_real_text(tmp_path, wiki_glob):
   assert last['train/disc_loss'] < 0.9 * prior, (last['train/disc_loss'], prior)
   assert last['train/disc_precision'] > 0.4
   assert last['train/tokens_per_s'] > 0
+  # Model FLOPs over step time, against this CPU's measured matmul peak.
+  assert 0 < last['train/mfu'] < 1
+  assert last['train/model_tflops_per_s'] == pytest.approx(
+      last['train/tokens_per_s'] / (16 * 64) * flops.train_step_flops(tiny.get_config()) / 1e12,
+      rel=1e-3)
 
   # Prepared data and a model that disagree on the vocabulary are refused.
   result = run_main(tmp_path / 'other', f'--config.data.prepared_dir={workdir / "data"}',
