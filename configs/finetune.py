@@ -56,6 +56,11 @@ def get_config(size: str = 'small') -> ml_collections.ConfigDict:
   config.task_epochs = ml_collections.ConfigDict({'rte': 10.0, 'sts-b': 10.0})
   # Caps the training examples read (0: all), e.g. for a fixed small budget.
   config.max_train_examples = 0
+  # Each batch is cut to the shortest of 16, 32, 64, ... max_seq_length tokens
+  # that holds its longest row: attention ignores padding, so outputs are the
+  # same, and short GLUE sentences run shorter programs (one compile per
+  # length). False pads every batch to max_seq_length, as the released code.
+  config.trim_padding = True
   # Paraphrase and similarity tasks (MRPC, STS-B) also train on each pair
   # with its texts swapped, as the released code does (double_unordered).
   config.double_unordered = True

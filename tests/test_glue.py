@@ -1,11 +1,15 @@
 """GLUE task files: the real CoLA, SST-2, MRPC and WNLI, the other layouts, bad rows,
 model inputs and submission files."""
 
+import jax
 import numpy as np
 import pytest
 
+from configs import tiny
+from electra_jax import config_lib
 from electra_jax.data import tokenizers
 from electra_jax.finetune import features, glue
+from electra_jax.model import SequenceClassifier
 from tests.conftest import data_dir
 
 
@@ -113,6 +117,31 @@ def test_features_follow_bert_layout():
                                                   *tokenizer.encode(['hi'])[0], sep]
   single = features.encode(glue.Examples(['hello world'], None, None, ['0']), tokenizer, 8)
   assert single['token_type_ids'].sum() == 0 and single['attention_mask'].sum() == 4
+
+
+def test_trimmed_padding_changes_no_output():
+  tokenizer = tokenizers.WordPieceTokenizer(
+      str(data_dir() / 'vocab' / 'bert-base-uncased-vocab.txt'))
+  sentences = glue.read_split(glue.get_task('sst-2'), _glue(), 'dev')
+  rows = features.encode(sentences, tokenizer, max_seq_length=64)
+  lengths = rows['attention_mask'].sum(-1)
+  short, long = np.argsort(lengths)[:4], np.argsort(lengths)[-4:]
+  assert lengths[short].max() <= 16 and 32 < lengths[long].max() <= 64
+  cut = lambda idx: features.trim_padding({k: v[idx] for k, v in rows.items()}, 64)
+  assert cut(short)['input_ids'].shape == (4, 16) and cut(long)['input_ids'].shape == (4, 64)
+  assert features.trim_padding({k: v[long] for k, v in rows.items()}, 48)['input_ids'].shape \
+      == (4, 48)
+
+  # Attention ignores padded keys: every output of the trimmed batch is the
+  # padded batch's (a few float32 ulps apart, from shorter reductions).
+  config = tiny.get_config()
+  config.model.vocab_size = tokenizer.vocab_size
+  model = SequenceClassifier(config_lib.discriminator_config(config), num_outputs=2)
+  padded = {k: v[short] for k, v in rows.items()}
+  params = model.init(jax.random.key(0), padded['input_ids'], padded['token_type_ids'],
+                      padded['attention_mask'])
+  apply = lambda b: model.apply(params, b['input_ids'], b['token_type_ids'], b['attention_mask'])
+  np.testing.assert_allclose(apply(cut(short)), apply(padded), rtol=1e-5, atol=1e-6)
 
 
 def test_submission_files(tmp_path):

@@ -3,6 +3,9 @@
 `[CLS] A [SEP]` or `[CLS] A [SEP] B [SEP]`, segment ids 0 then 1, zero
 padding. A pair too long is cut one token at a time from the longer text,
 so a short text keeps all of its (more informative) tokens.
+
+A batch can then be cut to a shorter padded length (`trim_padding`): GLUE
+sentences are mostly far shorter than 128 tokens.
 """
 
 import numpy as np
@@ -52,3 +55,18 @@ def encode(examples: Examples, tokenizer: Tokenizer, max_seq_length: int, *,
     token_type_ids[i, len(row) - segment_b:len(row)] = 1
   return {'input_ids': input_ids, 'attention_mask': attention_mask,
           'token_type_ids': token_type_ids}
+
+
+def trim_padding(batch: Features, max_seq_length: int, shortest: int = 16) -> Features:
+  """The batch's [N, L] arrays cut to the shortest of shortest, 2 x shortest, ...,
+  max_seq_length that holds its longest row.
+
+  Attention ignores padded keys and every other op is per token, so a row's
+  outputs do not change; a few lengths mean a few compiled programs.
+  """
+  longest = int(batch['attention_mask'].sum(axis=-1).max())
+  length = shortest
+  while length < longest:
+    length *= 2
+  length = min(length, max_seq_length)
+  return {k: v[:, :length] if v.ndim == 2 else v for k, v in batch.items()}

@@ -220,14 +220,17 @@ def _compile_steps(config, task: glue.Task, programs: _Programs, opt_shardings: 
 
 
 def predict_outputs(predict: Callable, params: Any, data: Features, batch_size: int,
-                    batch_sharding: NamedSharding) -> np.ndarray:
-  """Model outputs for every row; the last batch is padded to full size and cut."""
+                    batch_sharding: NamedSharding, trim: bool = False) -> np.ndarray:
+  """Model outputs for every row; the last batch is padded to full size and cut.
+  `trim` cuts each batch's padding (features.trim_padding)."""
   outputs = []
-  n = len(data['input_ids'])
+  n, length = data['input_ids'].shape
   for start in range(0, n, batch_size):
     rows = {k: v[start:start + batch_size] for k, v in data.items()}
     pad = batch_size - len(rows['input_ids'])
     rows = {k: np.pad(v, ((0, pad), (0, 0))) for k, v in rows.items()}
+    if trim:
+      rows = features.trim_padding(rows, length)
     outputs.append(np.asarray(predict(params, sharding.make_global_batch(rows,
                                                                          batch_sharding))))
   return np.concatenate(outputs)[:n]
@@ -249,10 +252,12 @@ def run_seed(config, task: glue.Task, source: pretrained.Pretrained, data: TaskD
   out_dir = os.path.join(workdir, f'seed_{seed}')
   writer = metric_writer.MetricWriter(out_dir)
 
+  def outputs(feats: Features) -> np.ndarray:
+    return predict_outputs(programs.predict, params, feats, config.eval_batch_size,
+                           programs.batch_sharding, config.trim_padding)
+
   def evaluate() -> dict[str, dict[str, float]]:
-    return {split: glue.score(task, labels, _predictions(task, predict_outputs(
-                programs.predict, params, feats, config.eval_batch_size,
-                programs.batch_sharding)))
+    return {split: glue.score(task, labels, _predictions(task, outputs(feats)))
             for split, (feats, labels) in data.dev.items()}
 
   step, losses, start, history = 0, [], time.perf_counter(), []
@@ -262,6 +267,8 @@ def run_seed(config, task: glue.Task, source: pretrained.Pretrained, data: TaskD
       rows = order[b * batch_size:(b + 1) * batch_size]
       batch = {k: v[rows] for k, v in data.train.items()}
       batch['targets'] = targets[rows]
+      if config.trim_padding:
+        batch = features.trim_padding(batch, config.max_seq_length)
       params, opt_state, loss = programs.train(
           params, opt_state, sharding.make_global_batch(batch, programs.batch_sharding),
           np.int32(seed), np.int32(step))
@@ -282,10 +289,8 @@ def run_seed(config, task: glue.Task, source: pretrained.Pretrained, data: TaskD
   for split, submission_name in task.test_splits:
     if split in data.test:
       feats, ids = data.test[split]
-      outputs = predict_outputs(programs.predict, params, feats, config.eval_batch_size,
-                                programs.batch_sharding)
       glue.write_submission(task, os.path.join(out_dir, f'{submission_name}.tsv'), ids,
-                            _predictions(task, outputs))
+                            _predictions(task, outputs(feats)))
   return {'dev': history[-1], 'dev_per_epoch': history, 'steps': programs.num_steps}
 
 
