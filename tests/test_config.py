@@ -33,6 +33,9 @@ def test_paper_hyperparameters():
   assert config_lib.generator_config(l).hidden_size == 256
   assert config_lib.generator_config(s).num_heads == 1
   assert config_lib.max_predictions_per_seq(s) == 19  # int((0.15 + 0.005) * 128)
+  # Large shards its parameters and optimizer state over every device.
+  assert (l.mesh.data, l.mesh.fsdp, l.mesh.tensor) == (1, -1, 1)
+  assert (s.mesh.data, s.mesh.fsdp, b.mesh.data, b.mesh.fsdp) == (-1, 1, -1, 1)
   config_lib.validate(tiny.get_config(), check_data=False)
 
 
