@@ -27,7 +27,6 @@ import jax
 from jax.experimental import topologies
 import ml_collections
 from ml_collections import config_flags
-import numpy as np
 
 from electra_jax import config_lib, flops, optim, rtd, sharding, train
 from electra_jax.data import tokenizers

@@ -27,7 +27,6 @@ import time
 
 from absl import app, flags
 import jax
-import jax.numpy as jnp
 from ml_collections import config_flags
 import numpy as np
 
