@@ -36,6 +36,7 @@ class EncoderConfig:
   initializer_range: float
   dtype: str
   scan_layers: bool
+  scan_unroll: int
   remat_policy: str
   attention_impl: str
 
@@ -56,6 +57,7 @@ def _encoder(model: ml_collections.ConfigDict, hidden_size: int) -> EncoderConfi
       initializer_range=model.initializer_range,
       dtype=model.dtype,
       scan_layers=model.scan_layers,
+      scan_unroll=model.scan_unroll,
       remat_policy=model.remat_policy,
       attention_impl=model.attention_impl,
   )
@@ -134,6 +136,9 @@ def validate(config: ml_collections.ConfigDict, *, check_data: bool = True) -> N
   for key in ('dropout_rate', 'attention_dropout_rate'):
     _require(0 <= m[key] < 1, f'model.{key}', f'must be in [0, 1), got {m[key]}')
   _require(m.dtype in _DTYPES, 'model.dtype', f'must be one of {_DTYPES}, got {m.dtype!r}')
+  _require(isinstance(m.scan_unroll, int) and 1 <= m.scan_unroll <= m.num_layers,
+           'model.scan_unroll',
+           f'must be an integer from 1 to model.num_layers={m.num_layers}, got {m.scan_unroll!r}')
   _require(m.remat_policy in _REMAT_POLICIES, 'model.remat_policy',
            f'must be one of {_REMAT_POLICIES}, got {m.remat_policy!r}')
   _require(m.attention_impl in _ATTENTION_IMPLS, 'model.attention_impl',

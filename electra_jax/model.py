@@ -21,6 +21,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from electra_jax import prng
 from electra_jax.config_lib import EncoderConfig
 
 Array = jax.Array
@@ -77,6 +78,17 @@ def _dense(cfg: EncoderConfig, features: int, axes: tuple[str | None, str | None
                   bias_init=_zeros(axes[1:]), name=name)
 
 
+class Dropout(nn.Module):
+  """nn.Dropout over prng.dropout, which spends a quarter of a Threefry block per element."""
+  rate: float
+
+  @nn.compact
+  def __call__(self, x: Array, deterministic: bool) -> Array:
+    if deterministic or self.rate == 0:
+      return x
+    return prng.dropout(self.make_rng('dropout'), x, self.rate)
+
+
 class Embeddings(nn.Module):
   """Word + position + token-type embeddings, then LayerNorm and dropout."""
   cfg: EncoderConfig
@@ -94,7 +106,7 @@ class Embeddings(nn.Module):
         cfg.type_vocab_size, cfg.embedding_size, dtype=dtype,
         embedding_init=_kernel_init(cfg, (None, 'vocab_embed')))
     self.layer_norm = _layer_norm(cfg, 'vocab_embed', 'layer_norm')
-    self.dropout = nn.Dropout(cfg.dropout_rate)
+    self.dropout = Dropout(cfg.dropout_rate)
 
   def __call__(self, input_ids: Array, token_type_ids: Array, deterministic: bool) -> Array:
     positions = jnp.arange(input_ids.shape[1])[None, :]
@@ -150,7 +162,7 @@ class SelfAttention(nn.Module):
                           preferred_element_type=jnp.float32) / jnp.sqrt(head_dim)
       logits = jnp.where(mask, logits, jnp.finfo(jnp.float32).min)
       probs = jax.nn.softmax(logits, axis=-1)  # float32 statistics.
-      probs = nn.Dropout(cfg.attention_dropout_rate)(probs, deterministic=deterministic)
+      probs = Dropout(cfg.attention_dropout_rate)(probs, deterministic=deterministic)
       out = jnp.einsum('bnqk,bknd->bqnd', probs.astype(dtype), value)
     else:
       out = jax.nn.dot_product_attention(query, key, value, mask=mask,
@@ -166,7 +178,7 @@ class EncoderLayer(nn.Module):
   @nn.compact
   def __call__(self, x: Array, attention_mask: Array, deterministic: bool):
     cfg = self.cfg
-    dropout = nn.Dropout(cfg.dropout_rate)
+    dropout = Dropout(cfg.dropout_rate)
     attended = SelfAttention(cfg, name='attention')(x, attention_mask, deterministic)
     x = _layer_norm(cfg, 'embed', 'attention_layer_norm')(
         x + dropout(attended, deterministic=deterministic))
@@ -192,13 +204,16 @@ class Encoder(nn.Module):
     layer = EncoderLayer
     if cfg.remat_policy != 'none':
       # static_argnums counts `self`: argument 3 is `deterministic`.
+      # A rolled scan keeps XLA from merging the recomputation into the
+      # forward pass; unrolled layers need remat's own guard.
+      rolled = cfg.scan_layers and cfg.scan_unroll == 1
       layer = nn.remat(layer, policy=_REMAT_POLICIES[cfg.remat_policy],
-                       prevent_cse=not cfg.scan_layers, static_argnums=(3,))
+                       prevent_cse=not rolled, static_argnums=(3,))
     if cfg.scan_layers:
       stack = nn.scan(layer, variable_axes={'params': 0},
                       split_rngs={'params': True, 'dropout': True},
                       in_axes=(nn.broadcast, nn.broadcast), length=cfg.num_layers,
-                      metadata_params={nn.PARTITION_NAME: 'layers'})
+                      metadata_params={nn.PARTITION_NAME: 'layers'}, unroll=cfg.scan_unroll)
       x, _ = stack(cfg, name='layers')(x, attention_mask, deterministic)
     else:
       for i in range(cfg.num_layers):
@@ -298,7 +313,7 @@ class SequenceClassifier(nn.Module):
     """float32 logits [B, num_outputs]."""
     embedded = Embeddings(self.cfg, name='embeddings')(input_ids, token_type_ids, deterministic)
     hidden = Encoder(self.cfg, name='discriminator')(embedded, attention_mask, deterministic)
-    cls = nn.Dropout(self.head_dropout_rate)(hidden[:, 0], deterministic=deterministic)
+    cls = Dropout(self.head_dropout_rate)(hidden[:, 0], deterministic=deterministic)
     # tf.layers.dense's default initialisation, as the released head.
     return nn.Dense(self.num_outputs, dtype=jnp.float32,
                     kernel_init=nn.with_logical_partitioning(nn.initializers.xavier_uniform(),

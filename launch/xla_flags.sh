@@ -3,7 +3,8 @@
 #   source launch/xla_flags.sh v5p      # or v4, v5e, v6e, gpu, cpu
 #   python -m electra_jax.main --config=configs/base.py --workdir=...
 #
-# Sets LIBTPU_INIT_ARGS (TPU) or XLA_FLAGS (GPU), keeping what is already set,
+# Sets LIBTPU_INIT_ARGS (TPU), XLA_FLAGS (GPU) or the host allocator (CPU),
+# keeping what is already set,
 # and a persistent compilation cache so that restarts after preemption skip
 # compilation. Kept here, not in the code, so that a run's flags are visible
 # and easy to change. The GPU flags are checked against the installed jaxlib
@@ -45,12 +46,26 @@ case "${_platform}" in
     # Let XLA take 90% of GPU memory up front instead of the default 75%.
     export XLA_PYTHON_CLIENT_MEM_FRACTION="${XLA_PYTHON_CLIENT_MEM_FRACTION:-0.9}" ;;
   cpu)
-    ;;  # XLA's CPU defaults are right; nothing to add.
+    # XLA's CPU defaults are right. The host allocator is not: XLA takes a
+    # step's temporaries (880 MiB for small at 16 x 128) as one block that
+    # glibc maps and unmaps at every step, and faulting it back in cost small
+    # 12% of its step (BENCHMARKS.md). tcmalloc, told never to give freed
+    # memory back, keeps it mapped (Debian/Ubuntu: apt install
+    # libtcmalloc-minimal4); without it, glibc's transparent huge pages fault
+    # 2 MiB at a time.
+    _tcmalloc="$(ldconfig -p 2>/dev/null | grep -o '/[^ ]*/libtcmalloc_minimal\.so\.4$' | head -n 1)"
+    if [ -n "${_tcmalloc}" ]; then
+      export LD_PRELOAD="${_tcmalloc}${LD_PRELOAD:+:${LD_PRELOAD}}"
+      export TCMALLOC_RELEASE_RATE="${TCMALLOC_RELEASE_RATE:-0}"
+    else
+      export GLIBC_TUNABLES="glibc.malloc.hugetlb=1${GLIBC_TUNABLES:+:${GLIBC_TUNABLES}}"
+    fi
+    unset _tcmalloc ;;
   *)
     echo "usage: source launch/xla_flags.sh {v4|v5e|v5p|v6e|gpu|cpu}" >&2
     return 2 2>/dev/null || exit 2 ;;
 esac
 
 export JAX_COMPILATION_CACHE_DIR="${JAX_COMPILATION_CACHE_DIR:-${HOME}/.cache/electra_jax_xla}"
-echo "xla_flags.sh (${_platform}): LIBTPU_INIT_ARGS='${LIBTPU_INIT_ARGS:-}' XLA_FLAGS='${XLA_FLAGS:-}' JAX_COMPILATION_CACHE_DIR=${JAX_COMPILATION_CACHE_DIR}" >&2
+echo "xla_flags.sh (${_platform}): LIBTPU_INIT_ARGS='${LIBTPU_INIT_ARGS:-}' XLA_FLAGS='${XLA_FLAGS:-}' LD_PRELOAD='${LD_PRELOAD:-}' GLIBC_TUNABLES='${GLIBC_TUNABLES:-}' JAX_COMPILATION_CACHE_DIR=${JAX_COMPILATION_CACHE_DIR}" >&2
 unset _platform _tpu_common _gpu

@@ -50,6 +50,8 @@ def test_paper_hyperparameters():
     ('checkpoint.max_failed_saves_in_a_row', 0, 'config.checkpoint.max_failed_saves_in_a_row'),
     ('checkpoint.every_minutes', -1.0, 'config.checkpoint.every_minutes'),
     ('mesh.dcn_data', 0, 'config.mesh.dcn_data'),
+    ('model.scan_unroll', 0, 'config.model.scan_unroll'),
+    ('model.scan_unroll', 3, 'config.model.scan_unroll'),  # tiny has 2 layers.
 ])
 def test_bad_values_name_the_key(key, value, expected):
   config = tiny.get_config()

@@ -91,8 +91,12 @@ def test_finetuned_tiny_model_beats_chance_on_sst2(pretrained_workdir, tmp_path)
   print(result.stdout)
   assert last.startswith('sst-2 dev, median of 1 seeds: dev accuracy=')
   accuracy = float(last.rsplit('=', 1)[1])
-  # The dev set is 50.9% positive: always answering "positive" scores 0.509.
-  assert accuracy > 0.65, accuracy
+  # The dev set is 50.9% positive: always answering "positive" scores 0.509,
+  # and chance's standard deviation over 872 sentences is 0.017. Three
+  # fine-tuning seeds from one such model scored 0.632-0.689 (and 0.639-0.689
+  # before electra_jax.prng drew the dropout masks), so 0.6 leaves room for
+  # that spread while still asking for 5 standard deviations above chance.
+  assert accuracy > 0.6, accuracy
 
   with open(out / 'results.json') as f:
     results = json.load(f)

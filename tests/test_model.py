@@ -24,7 +24,7 @@ def _encoder_cfg(hidden: int, scan: bool) -> config_lib.EncoderConfig:
       vocab_size=VOCAB, embedding_size=EMBED, hidden_size=hidden, num_layers=LAYERS,
       num_heads=hidden // 64, intermediate_size=4 * hidden, max_position_embeddings=MAX_POS,
       type_vocab_size=2, dropout_rate=0.1, attention_dropout_rate=0.1, layer_norm_eps=1e-12,
-      initializer_range=0.02, dtype='float32', scan_layers=scan, remat_policy='none',
+      initializer_range=0.02, dtype='float32', scan_layers=scan, scan_unroll=1, remat_policy='none',
       attention_impl='explicit')
 
 

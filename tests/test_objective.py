@@ -100,6 +100,26 @@ def test_sample_tokens_follows_softmax():
   assert (cold == 0).all()
 
 
+def test_sample_tokens_over_a_large_vocabulary():
+  # One token carries 30% of the mass, the other 4,095 share the rest evenly:
+  # the Gumbel noise must be right far into its tail for the 30% to come out.
+  vocab, rows = 4096, 4096
+  logits = np.zeros((rows, vocab), np.float32)
+  logits[:, 7] = np.log(0.3 * (vocab - 1) / 0.7)
+  samples = np.asarray(objective.sample_tokens(jax.random.key(1), jnp.asarray(logits), 1.0))
+  np.testing.assert_allclose(np.mean(samples == 7), 0.3, atol=0.025)
+  others = samples[samples != 7]
+  buckets = np.bincount(others // (vocab // 8), minlength=8) / others.size
+  np.testing.assert_allclose(buckets, 1 / 8, atol=0.02)
+
+
+def test_first_argmax_is_argmax_with_the_first_tie():
+  x = np.random.default_rng(0).normal(size=(50, 1000)).astype(np.float32)
+  np.testing.assert_array_equal(objective.first_argmax(jnp.asarray(x)), x.argmax(-1))
+  ties = jnp.array([[1.0, 3.0, 3.0, 0.0], [5.0, 5.0, 5.0, 5.0]])
+  np.testing.assert_array_equal(objective.first_argmax(ties), [1, 0])
+
+
 def test_corrupt_counts_equal_samples_as_original():
   ids, attention_mask = _batch([10])
   masked = _mask(jax.random.key(0), ids, attention_mask, max_predictions=3, mask_prob=0.3)
