@@ -148,16 +148,22 @@ def make_train_step(config: ml_collections.ConfigDict, model: ElectraPretraining
   return train_step
 
 
-def compile_train_step(train_step: Callable, state: TrainState, state_shardings: Any,
-                       batch_sharding: NamedSharding, config: ml_collections.ConfigDict):
-  """jit with explicit shardings and a donated state, compiled ahead of time."""
+def lower_train_step(train_step: Callable, state: TrainState, state_shardings: Any,
+                     batch_sharding: NamedSharding, config: ml_collections.ConfigDict):
+  """jit with explicit shardings and a donated state, lowered for the config's batch."""
   replicated = NamedSharding(batch_sharding.mesh, PartitionSpec())
   jitted = jax.jit(train_step, in_shardings=(state_shardings, batch_sharding),
                    out_shardings=(state_shardings, replicated), donate_argnums=(0,))
   batch_shape = jax.ShapeDtypeStruct((config.batch_size, config.max_seq_length), jnp.int32,
                                      sharding=batch_sharding)
   abstract_batch = {k: batch_shape for k in ('input_ids', 'attention_mask', 'token_type_ids')}
-  return jitted.lower(state, abstract_batch).compile()
+  return jitted.lower(state, abstract_batch)
+
+
+def compile_train_step(train_step: Callable, state: TrainState, state_shardings: Any,
+                       batch_sharding: NamedSharding, config: ml_collections.ConfigDict):
+  """lower_train_step, compiled ahead of time."""
+  return lower_train_step(train_step, state, state_shardings, batch_sharding, config).compile()
 
 
 def setup_train_step(config: ml_collections.ConfigDict, mesh: jax.sharding.Mesh,
