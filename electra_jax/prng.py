@@ -46,12 +46,11 @@ def threefry_2x32(key_words: tuple[Array, Array], x0: Array, x1: Array) -> tuple
   return x0, x1
 
 
-def _key_words(key: Array) -> tuple[Array, Array]:
+def _threefry_key_words(key: Array) -> tuple[Array, Array] | None:
+  """The two uint32 words of a Threefry key (typed, or raw key data); None for others."""
   if jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key):
-    impl = str(jax.random.key_impl(key))
-    if impl != 'threefry2x32':
-      raise ValueError(f'electra_jax.prng draws with Threefry-2x32 keys, got a {impl!r} key; '
-                       'unset jax_default_prng_impl (JAX_DEFAULT_PRNG_IMPL)')
+    if str(jax.random.key_impl(key)) != 'threefry2x32':
+      return None
     key = jax.random.key_data(key)
   return key[0], key[1]
 
@@ -59,6 +58,11 @@ def _key_words(key: Array) -> tuple[Array, Array]:
 def _block_words(key: Array, shape: tuple[int, ...], per_block: int) -> Array:
   """uint32 words [*shape[:-1], n_blocks, 2]: one Threefry block per `per_block` elements."""
   blocks = (*shape[:-1], -(-shape[-1] // per_block))
+  key_words = _threefry_key_words(key)
+  if key_words is None:
+    # Keys of another implementation (rbg or unsafe_rbg, chosen with
+    # jax_default_prng_impl) draw the same words through jax.random.
+    return jax.random.bits(key, (*blocks, 2), jnp.uint32)
   # The first counter word numbers the blocks within one index of the leading
   # axis, the second is that index: unique per block, and built from iotas,
   # which XLA's partitioner splits along any sharded axis.
@@ -72,7 +76,7 @@ def _block_words(key: Array, shape: tuple[int, ...], per_block: int) -> Array:
     within = within + lax.broadcasted_iota(jnp.uint32, blocks, axis) * jnp.uint32(stride)
     stride *= blocks[axis]
   leading = lax.broadcasted_iota(jnp.uint32, blocks, 0) if first else jnp.zeros_like(within)
-  return jnp.stack(threefry_2x32(_key_words(key), within, leading), axis=-1)
+  return jnp.stack(threefry_2x32(key_words, within, leading), axis=-1)
 
 
 def uniform(key: Array, shape: tuple[int, ...]) -> Array:

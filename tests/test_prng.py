@@ -83,9 +83,13 @@ def test_dropout_edge_rates():
   assert prng.dropout_threshold(1e-6) == 0
 
 
-def test_other_key_implementations_are_refused():
-  with pytest.raises(ValueError, match='Threefry-2x32 keys.*rbg'):
-    prng.uniform(jax.random.key(0, impl='rbg'), (4,))
+@pytest.mark.parametrize('impl', ['rbg', 'unsafe_rbg'])
+def test_other_key_implementations_draw_through_jax_random(impl):
+  key = jax.random.key(0, impl=impl)
+  u = np.asarray(jax.jit(prng.uniform, static_argnums=1)(key, (64, 4096)))
+  assert abs(u.mean() - 0.5) < 0.003 and abs(u.var() - 1 / 12) < 0.002
+  dropped = np.asarray(prng.dropout(key, jnp.ones((64, 4096)), 0.1)) == 0
+  np.testing.assert_allclose(dropped.mean(), 0.1, atol=0.003)
 
 
 def test_draws_too_large_for_the_counter_are_refused():
