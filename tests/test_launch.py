@@ -39,15 +39,17 @@ def test_tpu_flags_are_set(platform, expected):
 
 
 _FAULT_PROBE = """
-import resource, jax, jax.numpy as jnp
+import resource, statistics, jax, jax.numpy as jnp
 x = jnp.ones((64, 1024, 1024), jnp.float32)
 f = jax.jit(lambda x: jnp.sum(jnp.flip(jnp.exp(x), axis=1) * x))  # A 256 MiB temporary.
 for _ in range(3):  # Warm-up: the allocator's first blocks fault as they are handed out.
   f(x).block_until_ready()
-before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-for _ in range(4):
+faults = []
+for _ in range(7):
+  before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
   f(x).block_until_ready()
-print((resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / 4)
+  faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+print(statistics.median(faults))
 """
 
 
@@ -57,6 +59,8 @@ def test_cpu_allocator_keeps_xla_temporaries_mapped():
   result = subprocess.run(['python', '-c', _FAULT_PROBE], env={**env, 'JAX_PLATFORMS': 'cpu'},
                           capture_output=True, text=True, timeout=120, check=True)
   # glibc alone maps each call's temporary afresh: 65,536 faults of 4 KiB pages.
+  # (The median: on a loaded machine a call can start before the last one's
+  # temporary is freed, and take a new block.)
   assert float(result.stdout) < 65_536 / 20, result.stdout
 
 
