@@ -48,7 +48,8 @@ def encoder_config_from_hf(hf: Mapping[str, Any], **runtime: Any) -> EncoderConf
       type_vocab_size=hf['type_vocab_size'], dropout_rate=hf['hidden_dropout_prob'],
       attention_dropout_rate=hf['attention_probs_dropout_prob'],
       layer_norm_eps=hf['layer_norm_eps'], initializer_range=hf['initializer_range'],
-      dtype='float32', scan_layers=True, scan_unroll=1, remat_policy='none', attention_impl='explicit')
+      dtype='float32', scan_layers=True, scan_unroll=1, remat_policy='none',
+      attention_impl='explicit')
   return dataclasses.replace(cfg, **runtime)
 
 
