@@ -8,8 +8,11 @@ Reads the newest `*.trace.json.gz` under the directory and the step's HLO
 (`train_step.hlo.txt`, written by the benchmark). Each kernel of the trace is
 an HLO instruction; the op_name metadata of the instructions it fuses says
 which code made it. Prints milliseconds per step by category and the costliest
-kernels. On CPU the kernels of one step run one after another (each itself
-multi-threaded), so the categories add up to about the step time.
+kernels. On CPU, XLA's thunk executor runs independent kernels side by side
+on its thread pool, and a kernel may split its work across threads; the trace
+has one event per thread, so the categories add up to the step's busy
+thread-time: about the step time times the threads kept busy, which the
+summary prints.
 """
 
 import collections
@@ -76,16 +79,20 @@ def main(directory: str) -> None:
                      for e in events))
 
   per_kernel: collections.Counter[str] = collections.Counter()
+  per_thread: collections.Counter[tuple[int, int]] = collections.Counter()
   for event in events:
     if not event['name'].startswith(_WRAPPERS):
       per_kernel[event['name']] += event['dur'] / 1e3 / steps
+      per_thread[event['pid'], event['tid']] += event['dur'] / 1e3 / steps
   per_category: collections.Counter[str] = collections.Counter()
   for kernel, ms in per_kernel.items():
     shape, opcode, names = instructions.get(kernel, ('?', '?', set()))
     per_category[category(kernel, opcode, names)] += ms
 
   total = sum(per_category.values())
-  print(f'{steps} steps traced; {total:,.0f} ms of kernels per step')
+  busy = [ms for ms in per_thread.values() if ms > 0.05 * total]
+  print(f'{steps} steps traced; {total:,.0f} ms of kernels per step, on {len(busy)} threads '
+        f'busy {", ".join(f"{ms:,.0f}" for ms in busy)} ms each')
   for name, ms in per_category.most_common():
     print(f'{ms:9,.1f} ms {ms / total:6.1%}  {name}')
   print('costliest kernels (ms per step, shape, category):')

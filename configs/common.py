@@ -77,7 +77,8 @@ def get_config() -> ml_collections.ConfigDict:
   config.model.scan_layers = True
   # Layers per iteration of that scan. num_layers unrolls it fully: faster
   # steps, compile time growing with depth, and the same stacked parameters
-  # (checkpoints and sharding unchanged).
+  # (checkpoints and sharding unchanged). On CPU only full unrolling paid;
+  # 2-6 layers per iteration were slower than 1 (BENCHMARKS.md).
   config.model.scan_unroll = 1
   # Rematerialisation of each encoder layer: 'none', 'full' or
   # 'dots_saveable' (keep matmul outputs, recompute the rest).
