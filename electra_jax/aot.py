@@ -2,6 +2,7 @@
 
   python -m electra_jax.aot --config=configs/large.py --topology=v5p-64
   python -m electra_jax.aot --config=configs/base.py --topology=v4-8 --find_max_batch
+  python -m electra_jax.aot --config=configs/base.py --topology=local --find_max_batch
 
 `libtpu` (pip install libtpu; `pip install -e '.[tpu]'`) compiles for the
 slice's devices as `jax.experimental.topologies` describes them; nothing
@@ -11,7 +12,9 @@ sharded; exits with status 1, saying so, when the step does not fit.
 --find_max_batch searches for the largest global batch that fits.
 
 Topology names are Cloud TPU's: vN-K is K TensorCores on v4 and v5p (two per
-chip) and K chips on v5e and v6e.
+chip) and K chips on v5e and v6e. `local` compiles for this machine's own
+devices (a GPU, say) against the memory each reports, or --device_memory_gib
+where they report none (CPU).
 """
 
 import dataclasses
@@ -34,7 +37,10 @@ from electra_jax.data import tokenizers
 _CONFIG = config_flags.DEFINE_config_file('config', None, 'A config in configs/.',
                                           lock_config=True)
 _TOPOLOGY = flags.DEFINE_string('topology', None, 'A Cloud TPU slice, e.g. v4-8, v5e-16, '
-                                'v5p-64, v6e-8.')
+                                'v5p-64, v6e-8; or local: the devices of this machine.')
+_DEVICE_MEMORY_GIB = flags.DEFINE_float('device_memory_gib', None, 'With --topology=local: '
+                                        'the memory per device to fit in; by default what '
+                                        'each device reports (GPU, TPU; a CPU reports none).')
 _FIND_MAX_BATCH = flags.DEFINE_boolean('find_max_batch', False, 'Search for the largest '
                                        'global batch (a multiple of the batch-sharding devices) '
                                        'that fits.')
@@ -119,6 +125,42 @@ def slice_devices(tpu: Slice) -> list[Any]:
     raise TopologyError(f'cannot describe {tpu.name} ({e}); install libtpu: pip install -e '
                         '".[tpu]"') from None
   return list(description.devices)
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+  """What the step is compiled for: the devices, and the memory each one has."""
+  name: str  # As --topology gave it.
+  layout: str  # e.g. "v5e:2x4, 8 chips" or "1 x NVIDIA H100 80GB HBM3".
+  devices: list[Any]
+  bytes_per_device: int
+  unit: str  # "chip" on a TPU slice, "device" locally.
+  memory_kind: str  # "HBM" on a TPU slice, "memory" locally.
+
+
+def tpu_target(name: str) -> Target:
+  tpu = parse_slice(name)
+  chips = f'{tpu.chips} chip' + ('s' if tpu.chips > 1 else '')
+  return Target(name, f'{tpu.topology}, {chips}', slice_devices(tpu),
+                tpu.generation.hbm_bytes, 'chip', 'HBM')
+
+
+def local_target(memory_gib: float | None) -> Target:
+  """This machine's devices, against the memory limit each one reports (on a GPU, the
+  allocator's share: XLA_PYTHON_CLIENT_MEM_FRACTION) or `memory_gib`."""
+  devices = jax.devices()
+  if memory_gib is not None:
+    if memory_gib <= 0:
+      raise TopologyError(f'--device_memory_gib={memory_gib}: must be positive')
+    limit = int(memory_gib * _GIB)
+  else:
+    limits = [(d.memory_stats() or {}).get('bytes_limit') for d in devices]
+    if None in limits:
+      raise TopologyError(f'--topology=local: the {devices[0].platform} devices report no '
+                          'memory limit; give one with --device_memory_gib=N')
+    limit = min(limits)
+  return Target('local', f'{len(devices)} x {devices[0].device_kind}', devices, limit, 'device',
+                'memory')
 
 
 class DoesNotFit(Exception):
@@ -257,7 +299,7 @@ def find_max_batch(config: ml_collections.ConfigDict, devices: list[Any],
       # temporaries' figure alone can be under the HBM, and taken as the step's
       # memory it made the search creep toward the limit one batch step at a time.)
       return None if e.excess_bytes is None else hbm_bytes + max(e.excess_bytes, 1)
-    logging.info('batch %d: %.2f GiB per chip (compiled in %.0f s)', units * ways,
+    logging.info('batch %d: %.2f GiB per device (compiled in %.0f s)', units * ways,
                  compiled.bytes_per_chip / _GIB, compiled.seconds)
     if compiled.bytes_per_chip <= hbm_bytes:
       largest[:] = [compiled]
@@ -266,37 +308,44 @@ def find_max_batch(config: ml_collections.ConfigDict, devices: list[Any],
   return largest[0] if largest_fitting(measure, hbm_bytes) else None
 
 
-def _largest_tensors(abstract_state: Any, count: int = 6) -> list[str]:
+def _largest_tensors(abstract_state: Any, unit: str, count: int = 6) -> list[str]:
   leaves = jax.tree_util.tree_leaves_with_path(abstract_state.params)
   leaves.sort(key=lambda item: -math.prod(item[1].shape))
   lines = []
   for path, leaf in leaves[:count]:
     shard = leaf.sharding.shard_shape(leaf.shape)
     lines.append(f'  {jax.tree_util.keystr(path):<58} {str(leaf.shape):<22} '
-                 f'{str(leaf.sharding.spec):<34} per chip {shard}')
+                 f'{str(leaf.sharding.spec):<34} per {unit} {shard}')
   return lines
 
 
-def report(config: ml_collections.ConfigDict, tpu: Slice, compiled: Compiled) -> str:
-  m, hbm = compiled.memory, tpu.generation.hbm_bytes
+def _gib(n: float) -> str:
+  return f'{n / _GIB:.0f}' if n >= 10 * _GIB else f'{n / _GIB:.3g}'
+
+
+def report(config: ml_collections.ConfigDict, target: Target, compiled: Compiled) -> str:
+  m, limit = compiled.memory, target.bytes_per_device
   total = compiled.bytes_per_chip
   analytic = flops.train_step_flops(_with_batch(config, compiled.batch_size))
+  everywhere = ('the slice' if target.unit == 'chip' else 'the device'
+                if len(target.devices) == 1 else f'all {len(target.devices)} devices')
   lines = [
-      f'{tpu.name} ({tpu.topology}, {tpu.chips} chips, {hbm / _GIB:.0f} GiB HBM each); '
+      f'{target.name} ({target.layout}, {_gib(limit)} GiB {target.memory_kind} each); '
       f'batch {compiled.batch_size} x {config.max_seq_length}; compiled in '
       f'{compiled.seconds:.1f} s',
-      f'memory per chip: {total / _GIB:.2f} GiB of {hbm / _GIB:.0f} GiB '
-      f'({total / hbm:.0%}): arguments {m.argument_size_in_bytes / _GIB:.2f}, outputs '
+      f'memory per {target.unit}: {total / _GIB:.2f} GiB of {_gib(limit)} GiB '
+      f'({total / limit:.0%}): arguments {m.argument_size_in_bytes / _GIB:.2f}, outputs '
       f'{m.output_size_in_bytes / _GIB:.2f} (aliased {m.alias_size_in_bytes / _GIB:.2f}), '
       f'temporaries {m.temp_size_in_bytes / _GIB:.2f}, code '
       f'{m.generated_code_size_in_bytes / _GIB:.3f}',
-      f'FLOPs per step: XLA {compiled.flops:.3e} per chip ({compiled.flops * tpu.chips:.3e} '
-      f'for the slice); model FLOPs {analytic:.3e}' + (
+      f'FLOPs per step: XLA {compiled.flops:.3e} per {target.unit} '
+      f'({compiled.flops * len(target.devices):.3e} for {everywhere}); model FLOPs '
+      f'{analytic:.3e}' + (
           ' (XLA counts the body of the scan over layers once; '
           '--config.model.scan_layers=false counts every layer)'
           if config.model.scan_layers else ''),
       'largest tensors (shape, sharding, shard):',
-      *_largest_tensors(compiled.abstract_state),
+      *_largest_tensors(compiled.abstract_state, target.unit),
   ]
   return '\n'.join(lines)
 
@@ -305,34 +354,42 @@ def main(argv: list[str]) -> None:
   if len(argv) > 1:
     raise app.UsageError(f'Unexpected arguments: {argv[1:]}')
   config = _CONFIG.value
+  fixes = ('lower config.batch_size, shard parameters (config.mesh.fsdp=-1) or set '
+           'config.model.remat_policy=full')
   try:
-    tpu = parse_slice(_TOPOLOGY.value)
-    devices = slice_devices(tpu)
+    if _TOPOLOGY.value == 'local':
+      target = local_target(_DEVICE_MEMORY_GIB.value)
+    elif _DEVICE_MEMORY_GIB.value is not None:
+      raise TopologyError('--device_memory_gib goes with --topology=local; a TPU slice is '
+                          'held to its chips\' HBM')
+    else:
+      target = tpu_target(_TOPOLOGY.value)
     if _FIND_MAX_BATCH.value:
-      compiled = find_max_batch(config, devices, tpu.generation.hbm_bytes)
+      compiled = find_max_batch(config, target.devices, target.bytes_per_device)
       if compiled is None:
-        sys.exit(f'error: {config.max_seq_length}-token examples do not fit on {tpu.name} at '
-                 'any batch size with this mesh; shard more (config.mesh.fsdp=-1) or remat '
+        sys.exit(f'error: {config.max_seq_length}-token examples do not fit on {target.name} '
+                 'at any batch size with this mesh; shard more (config.mesh.fsdp=-1) or remat '
                  '(config.model.remat_policy=full)')
-      print(report(config, tpu, compiled))
+      print(report(config, target, compiled))
       print(f'largest batch that fits: {compiled.batch_size}')
       return
-    compiled = compile_step(config, devices)
+    compiled = compile_step(config, target.devices)
   except DoesNotFit as e:
-    sys.exit(f'error: does not fit on {_TOPOLOGY.value}: {e}; lower config.batch_size, shard '
-             'parameters (config.mesh.fsdp=-1) or set config.model.remat_policy=full')
+    sys.exit(f'error: does not fit on {target.name}: {e}; {fixes}')
   except (config_lib.ConfigError, TopologyError, ValueError) as e:
     sys.exit(f'error: {e}')
-  print(report(config, tpu, compiled))
-  if compiled.bytes_per_chip > tpu.generation.hbm_bytes:
-    sys.exit(f'error: does not fit: {compiled.bytes_per_chip / _GIB:.2f} GiB per chip needed, '
-             f'{tpu.generation.hbm_bytes / _GIB:.0f} GiB available on {tpu.name}; lower '
-             'config.batch_size, shard parameters (config.mesh.fsdp=-1) or set '
-             'config.model.remat_policy=full')
+  print(report(config, target, compiled))
+  if compiled.bytes_per_chip > target.bytes_per_device:
+    sys.exit(f'error: does not fit: {compiled.bytes_per_chip / _GIB:.2f} GiB per '
+             f'{target.unit} needed, {_gib(target.bytes_per_device)} GiB available on '
+             f'{target.name}; {fixes}')
   print('fits')
 
 
 if __name__ == '__main__':
-  # Compile-only: this machine's own devices must not be the TPU backend.
-  os.environ.setdefault('JAX_PLATFORMS', 'cpu')
+  # Compiling for a slice touches no device of this machine, which must not come up as
+  # the TPU backend; --topology=local compiles for this machine's devices.
+  if not any(a in ('--topology=local', '-topology=local') for a in sys.argv) and not any(
+      a in ('--topology', '-topology') and b == 'local' for a, b in zip(sys.argv, sys.argv[1:])):
+    os.environ.setdefault('JAX_PLATFORMS', 'cpu')
   app.run(main)

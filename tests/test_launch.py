@@ -3,6 +3,7 @@ allocator settings keep XLA's temporaries mapped."""
 
 import os
 import subprocess
+import sys
 
 import pytest
 
@@ -22,7 +23,7 @@ def test_gpu_flags_parse_in_the_installed_jaxlib():
   env = _sourced('gpu')
   assert '--xla_gpu_enable_latency_hiding_scheduler=true' in env['XLA_FLAGS']
   # XLA parses XLA_FLAGS for every backend and aborts on a name it does not know.
-  result = subprocess.run(['python', '-c', 'import jax; jax.numpy.ones(2).block_until_ready()'],
+  result = subprocess.run([sys.executable, '-c', 'import jax; jax.numpy.ones(2).block_until_ready()'],
                           env={**env, 'JAX_PLATFORMS': 'cpu'}, capture_output=True, text=True,
                           timeout=120)
   assert result.returncode == 0, result.stderr[-2000:]
@@ -56,7 +57,7 @@ print(statistics.median(faults))
 def test_cpu_allocator_keeps_xla_temporaries_mapped():
   env = _sourced('cpu')
   assert 'tcmalloc' in env.get('LD_PRELOAD', '') or 'hugetlb=1' in env['GLIBC_TUNABLES']
-  result = subprocess.run(['python', '-c', _FAULT_PROBE], env={**env, 'JAX_PLATFORMS': 'cpu'},
+  result = subprocess.run([sys.executable, '-c', _FAULT_PROBE], env={**env, 'JAX_PLATFORMS': 'cpu'},
                           capture_output=True, text=True, timeout=120, check=True)
   # glibc alone maps each call's temporary afresh: 65,536 faults of 4 KiB pages.
   # (The median: on a loaded machine a call can start before the last one's
