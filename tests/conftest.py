@@ -1,8 +1,10 @@
 """Shared fixtures: the real data directory and small configs."""
 
+import atexit
 import importlib
 import os
 import pathlib
+import shutil
 import tempfile
 
 import numpy as np
@@ -11,9 +13,11 @@ import pytest
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
 # One persistent compilation cache for the whole session, inherited by the
-# CLI subprocesses: a test's later runs of the same config skip compilation.
-os.environ.setdefault('JAX_COMPILATION_CACHE_DIR',
-                      tempfile.mkdtemp(prefix='electra_jax_test_xla_cache_'))
+# xdist workers and the CLI subprocesses: a test's later runs of the same config
+# skip compilation. The process that made it removes it on exit.
+if 'JAX_COMPILATION_CACHE_DIR' not in os.environ:
+  os.environ['JAX_COMPILATION_CACHE_DIR'] = tempfile.mkdtemp(prefix='electra_jax_test_xla_cache_')
+  atexit.register(shutil.rmtree, os.environ['JAX_COMPILATION_CACHE_DIR'], ignore_errors=True)
 
 
 def data_dir() -> pathlib.Path:
