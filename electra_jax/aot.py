@@ -117,6 +117,10 @@ def slice_devices(tpu: Slice) -> list[Any]:
   # touches no chip, and the lock would make a second compile (or any JAX process that
   # loaded libtpu) fail with "Internal error when accessing libtpu multi-process lockfile".
   os.environ.setdefault('ALLOW_MULTIPLE_LIBTPU_LOAD', '1')
+  if 'JAX_PLATFORMS' not in os.environ:
+    # Compiling touches no device of this machine, whose own must not come up as
+    # the TPU backend (this holds when called before any JAX computation).
+    jax.config.update('jax_platforms', 'cpu')
   try:
     description = topologies.get_topology_desc(
         topology_name=tpu.topology, platform='tpu', chip_config_name=tpu.generation.chip_config,
@@ -134,15 +138,20 @@ class Target:
   layout: str  # e.g. "v5e:2x4, 8 chips" or "1 x NVIDIA H100 80GB HBM3".
   devices: list[Any]
   bytes_per_device: int
-  unit: str  # "chip" on a TPU slice, "device" locally.
-  memory_kind: str  # "HBM" on a TPU slice, "memory" locally.
+
+  @property
+  def unit(self) -> str:
+    return 'device' if self.name == 'local' else 'chip'
+
+  @property
+  def memory_kind(self) -> str:
+    return 'memory' if self.name == 'local' else 'HBM'
 
 
 def tpu_target(name: str) -> Target:
   tpu = parse_slice(name)
   chips = f'{tpu.chips} chip' + ('s' if tpu.chips > 1 else '')
-  return Target(name, f'{tpu.topology}, {chips}', slice_devices(tpu),
-                tpu.generation.hbm_bytes, 'chip', 'HBM')
+  return Target(name, f'{tpu.topology}, {chips}', slice_devices(tpu), tpu.generation.hbm_bytes)
 
 
 def local_target(memory_gib: float | None) -> Target:
@@ -159,8 +168,7 @@ def local_target(memory_gib: float | None) -> Target:
       raise TopologyError(f'--topology=local: the {devices[0].platform} devices report no '
                           'memory limit; give one with --device_memory_gib=N')
     limit = min(limits)
-  return Target('local', f'{len(devices)} x {devices[0].device_kind}', devices, limit, 'device',
-                'memory')
+  return Target('local', f'{len(devices)} x {devices[0].device_kind}', devices, limit)
 
 
 class DoesNotFit(Exception):
@@ -387,9 +395,4 @@ def main(argv: list[str]) -> None:
 
 
 if __name__ == '__main__':
-  # Compiling for a slice touches no device of this machine, which must not come up as
-  # the TPU backend; --topology=local compiles for this machine's devices.
-  if not any(a in ('--topology=local', '-topology=local') for a in sys.argv) and not any(
-      a in ('--topology', '-topology') and b == 'local' for a, b in zip(sys.argv, sys.argv[1:])):
-    os.environ.setdefault('JAX_PLATFORMS', 'cpu')
   app.run(main)
