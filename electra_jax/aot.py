@@ -31,7 +31,7 @@ from jax.experimental import topologies
 import ml_collections
 from ml_collections import config_flags
 
-from electra_jax import config_lib, flops, optim, rtd, sharding, train
+from electra_jax import config_lib, flops, sharding, train
 from electra_jax.data import tokenizers
 
 _CONFIG = config_flags.DEFINE_config_file('config', None, 'A config in configs/.',
@@ -209,15 +209,11 @@ def compile_step(config: ml_collections.ConfigDict, devices: list[Any]) -> Compi
   config_lib.validate(config, check_data=False)
   mesh = sharding.make_mesh(config.mesh, devices)
   with jax.set_mesh(mesh):
-    model, tx = train.build_model(config), optim.create_optimizer(config)
-    abstract, shardings = train.abstract_train_state(config, model, tx, mesh)
-    step = train.make_train_step(config, model, tx, rtd.Objective.from_config(
-        config, tokenizers.TRAINED_SPECIAL_IDS))
     start = time.perf_counter()
+    lowered, abstract = train.lower_abstract_train_step(config, mesh,
+                                                        tokenizers.TRAINED_SPECIAL_IDS)
     try:
-      compiled = train.compile_train_step(
-          step, abstract, shardings,
-          sharding.batch_sharding(mesh, config.mesh.logical_axis_rules), config)
+      compiled = lowered.compile()
     except jax.errors.JaxRuntimeError as e:
       if 'RESOURCE_EXHAUSTED' not in str(e):
         raise

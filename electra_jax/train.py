@@ -166,6 +166,19 @@ def compile_train_step(train_step: Callable, state: TrainState, state_shardings:
   return lower_train_step(train_step, state, state_shardings, batch_sharding, config).compile()
 
 
+def lower_abstract_train_step(config: ml_collections.ConfigDict, mesh: jax.sharding.Mesh,
+                              special: objective.SpecialIds) -> tuple[jax.stages.Lowered, Any]:
+  """(the train step lowered for `mesh`, the abstract state it takes), under `mesh`,
+  allocating nothing: for compiling to devices this process cannot run, or reading
+  the program."""
+  model, tx = build_model(config), optim.create_optimizer(config)
+  abstract, shardings = abstract_train_state(config, model, tx, mesh)
+  train_step = make_train_step(config, model, tx, rtd.Objective.from_config(config, special))
+  lowered = lower_train_step(train_step, abstract, shardings,
+                             sharding.batch_sharding(mesh, config.mesh.logical_axis_rules), config)
+  return lowered, abstract
+
+
 def setup_train_step(config: ml_collections.ConfigDict, mesh: jax.sharding.Mesh,
                      special: objective.SpecialIds) -> tuple[TrainState, Any, NamedSharding, float]:
   """Model, optimizer, sharded initial state and the compiled step, under `mesh`.

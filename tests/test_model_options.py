@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from configs import tiny
-from electra_jax import optim, rtd, sharding, train
+from electra_jax import rtd, sharding, train
 from electra_jax.data import tokenizers
 
 
@@ -110,13 +110,7 @@ def _lowered_lines(**model_overrides) -> int:
   config.model.update(model_overrides)
   mesh = sharding.make_mesh(config.mesh, jax.devices()[:1])
   with jax.set_mesh(mesh):
-    model, tx = train.build_model(config), optim.create_optimizer(config)
-    state, shardings = train.abstract_train_state(config, model, tx, mesh)
-    step = train.make_train_step(config, model, tx, rtd.Objective.from_config(
-        config, tokenizers.TRAINED_SPECIAL_IDS))
-    lowered = train.lower_train_step(
-        step, state, shardings, sharding.batch_sharding(mesh, config.mesh.logical_axis_rules),
-        config)
+    lowered, _ = train.lower_abstract_train_step(config, mesh, tokenizers.TRAINED_SPECIAL_IDS)
   return len(lowered.as_text().splitlines())
 
 
