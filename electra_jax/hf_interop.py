@@ -19,6 +19,7 @@ import jax
 import numpy as np
 from safetensors import numpy as safetensors_numpy
 
+from configs import common
 from electra_jax.config_lib import EncoderConfig
 
 StateDict = Mapping[str, np.ndarray]
@@ -30,16 +31,21 @@ class HFCheckpointError(ValueError):
 
 # --- Configs ---------------------------------------------------------------------
 
+# How the encoder runs rather than what it is: an HF config does not hold them,
+# so they come from configs/common.py, their one home.
+_RUNTIME_FIELDS = ('dtype', 'scan_layers', 'scan_unroll', 'remat_policy', 'attention_impl')
+
 
 def encoder_config_from_hf(hf: Mapping[str, Any], **runtime: Any) -> EncoderConfig:
   """Our EncoderConfig from an HF ElectraConfig dict; `runtime` overrides fields
-  (dtype, dropout, attention_impl, ...; defaults: float32, scanned layers)."""
+  (dtype, dropout, attention_impl, ...; defaults: those of configs/common.py)."""
   if hf.get('model_type') != 'electra':
     raise HFCheckpointError(f'config.json has model_type {hf.get("model_type")!r}; only '
                             'ELECTRA checkpoints (model_type "electra") can be imported')
   if hf.get('hidden_act', 'gelu') != 'gelu':
     raise HFCheckpointError(f'config.json: hidden_act {hf["hidden_act"]!r}; ELECTRA uses the '
                             'exact GELU ("gelu")')
+  defaults = common.get_config().model
   cfg = EncoderConfig(
       vocab_size=hf['vocab_size'], embedding_size=hf.get('embedding_size', hf['hidden_size']),
       hidden_size=hf['hidden_size'], num_layers=hf['num_hidden_layers'],
@@ -48,8 +54,7 @@ def encoder_config_from_hf(hf: Mapping[str, Any], **runtime: Any) -> EncoderConf
       type_vocab_size=hf['type_vocab_size'], dropout_rate=hf['hidden_dropout_prob'],
       attention_dropout_rate=hf['attention_probs_dropout_prob'],
       layer_norm_eps=hf['layer_norm_eps'], initializer_range=hf['initializer_range'],
-      dtype='float32', scan_layers=True, scan_unroll=1, remat_policy='none',
-      attention_impl='explicit')
+      **{key: defaults[key] for key in _RUNTIME_FIELDS})
   return dataclasses.replace(cfg, **runtime)
 
 
