@@ -172,7 +172,7 @@ def local_target(memory_gib: float | None) -> Target:
 
 
 class DoesNotFit(Exception):
-  """XLA refused to compile the step: its memory exceeds the chip's HBM."""
+  """XLA refused to compile the step: its memory exceeds the device's (a TPU chip's HBM)."""
 
   @property
   def excess_bytes(self) -> int | None:
@@ -193,12 +193,12 @@ class DoesNotFit(Exception):
 class Compiled:
   batch_size: int
   seconds: float
-  memory: Any  # CompiledMemoryStats, per chip.
-  flops: float  # XLA's count for one chip's program.
+  memory: Any  # CompiledMemoryStats, per device.
+  flops: float  # XLA's count for one device's program.
   abstract_state: Any
 
   @property
-  def bytes_per_chip(self) -> int:
+  def bytes_per_device(self) -> int:
     m = self.memory
     return (m.argument_size_in_bytes + m.output_size_in_bytes - m.alias_size_in_bytes
             + m.temp_size_in_bytes + m.generated_code_size_in_bytes)
@@ -287,7 +287,7 @@ def largest_fitting(measure: Callable[[int], int | None], limit: int, first_gues
 
 
 def find_max_batch(config: ml_collections.ConfigDict, devices: list[Any],
-                   hbm_bytes: int) -> Compiled | None:
+                   bytes_per_device: int) -> Compiled | None:
   """The largest fitting global batch, a multiple of the batch-sharding devices
   (`largest_fitting` over that multiple). None if even the smallest does not fit."""
   ways = sharding.batch_ways(sharding.make_mesh(config.mesh, devices),
@@ -299,17 +299,17 @@ def find_max_batch(config: ml_collections.ConfigDict, devices: list[Any],
       compiled = compile_step(_with_batch(config, units * ways), devices)
     except DoesNotFit as e:
       logging.info('batch %d: does not fit (%s)', units * ways, e)
-      # On the scale of bytes_per_chip: the HBM plus what XLA says is missing. (The
-      # temporaries' figure alone can be under the HBM, and taken as the step's
+      # On the scale of bytes_per_device: the limit plus what XLA says is missing. (The
+      # temporaries' figure alone can be under the limit, and taken as the step's
       # memory it made the search creep toward the limit one batch step at a time.)
-      return None if e.excess_bytes is None else hbm_bytes + max(e.excess_bytes, 1)
+      return None if e.excess_bytes is None else bytes_per_device + max(e.excess_bytes, 1)
     logging.info('batch %d: %.2f GiB per device (compiled in %.0f s)', units * ways,
-                 compiled.bytes_per_chip / _GIB, compiled.seconds)
-    if compiled.bytes_per_chip <= hbm_bytes:
+                 compiled.bytes_per_device / _GIB, compiled.seconds)
+    if compiled.bytes_per_device <= bytes_per_device:
       largest[:] = [compiled]
-    return compiled.bytes_per_chip
+    return compiled.bytes_per_device
 
-  return largest[0] if largest_fitting(measure, hbm_bytes) else None
+  return largest[0] if largest_fitting(measure, bytes_per_device) else None
 
 
 def _largest_tensors(abstract_state: Any, unit: str, count: int = 6) -> list[str]:
@@ -329,7 +329,7 @@ def _gib(n: float) -> str:
 
 def report(config: ml_collections.ConfigDict, target: Target, compiled: Compiled) -> str:
   m, limit = compiled.memory, target.bytes_per_device
-  total = compiled.bytes_per_chip
+  total = compiled.bytes_per_device
   analytic = flops.train_step_flops(_with_batch(config, compiled.batch_size))
   everywhere = ('the slice' if target.unit == 'chip' else 'the device'
                 if len(target.devices) == 1 else f'all {len(target.devices)} devices')
@@ -383,8 +383,8 @@ def main(argv: list[str]) -> None:
   except (config_lib.ConfigError, TopologyError, ValueError) as e:
     sys.exit(f'error: {e}')
   print(report(config, target, compiled))
-  if compiled.bytes_per_chip > target.bytes_per_device:
-    sys.exit(f'error: does not fit: {compiled.bytes_per_chip / _GIB:.2f} GiB per '
+  if compiled.bytes_per_device > target.bytes_per_device:
+    sys.exit(f'error: does not fit: {compiled.bytes_per_device / _GIB:.2f} GiB per '
              f'{target.unit} needed, {_gib(target.bytes_per_device)} GiB available on '
              f'{target.name}; {fixes}')
   print('fits')

@@ -89,7 +89,7 @@ def test_find_max_batch_counts_a_refused_compile_as_over(monkeypatch):
 
   monkeypatch.setattr(aot, 'compile_step', compile_step)
   best = aot.find_max_batch(tiny.get_config(), jax.devices()[:1], 32 * gib)
-  assert best.batch_size == 28 and best.bytes_per_chip == 32 * gib
+  assert best.batch_size == 28 and best.bytes_per_device == 32 * gib
   assert batches == [1, 8, 28, 29]  # Taking 29 as fitting would have probed on upward.
 
 
