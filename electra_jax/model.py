@@ -172,8 +172,10 @@ class SelfAttention(nn.Module):
 
 
 class EncoderLayer(nn.Module):
-  """One post-LN transformer layer. Returns (x, None) so nn.scan can stack it."""
+  """One post-LN transformer layer. Returns (x, None) so nn.scan can stack it, or
+  (x, x) with `emit_output`, so that the scan also stacks every layer's output."""
   cfg: EncoderConfig
+  emit_output: bool = False
 
   @nn.compact
   def __call__(self, x: Array, attention_mask: Array, deterministic: bool):
@@ -187,7 +189,7 @@ class EncoderLayer(nn.Module):
     x = _layer_norm(cfg, 'embed', 'output_layer_norm')(
         x + dropout(h, deterministic=deterministic))
     x = nn.with_logical_constraint(x, ('activation_batch', 'activation_length', 'activation_embed'))
-    return x, None
+    return x, (x if self.emit_output else None)
 
 
 class Encoder(nn.Module):
@@ -195,11 +197,15 @@ class Encoder(nn.Module):
   cfg: EncoderConfig
 
   @nn.compact
-  def __call__(self, embedded: Array, attention_mask: Array, deterministic: bool) -> Array:
+  def __call__(self, embedded: Array, attention_mask: Array, deterministic: bool,
+               all_layers: bool = False) -> Array:
+    """The last layer's output [B, L, H]. With `all_layers`, the first layer's
+    input and every layer's output, stacked: [num_layers + 1, B, L, H]."""
     cfg = self.cfg
     x = embedded
     if cfg.embedding_size != cfg.hidden_size:
       x = _dense(cfg, cfg.hidden_size, ('vocab_embed', 'embed'), 'embeddings_project')(x)
+    first = x
 
     layer = EncoderLayer
     if cfg.remat_policy != 'none':
@@ -214,10 +220,15 @@ class Encoder(nn.Module):
                       split_rngs={'params': True, 'dropout': True},
                       in_axes=(nn.broadcast, nn.broadcast), length=cfg.num_layers,
                       metadata_params={nn.PARTITION_NAME: 'layers'}, unroll=cfg.scan_unroll)
-      x, _ = stack(cfg, name='layers')(x, attention_mask, deterministic)
+      x, outputs = stack(cfg, all_layers, name='layers')(x, attention_mask, deterministic)
     else:
+      outputs = []
       for i in range(cfg.num_layers):
-        x, _ = layer(cfg, name=f'layer_{i}')(x, attention_mask, deterministic)
+        x, output = layer(cfg, all_layers, name=f'layer_{i}')(x, attention_mask, deterministic)
+        outputs.append(output)
+      outputs = jnp.stack(outputs) if all_layers else None
+    if all_layers:
+      return jnp.concatenate([first[None], outputs])
     return x
 
 

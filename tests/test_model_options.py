@@ -1,12 +1,15 @@
 """Speed switches change speed, not results: bfloat16 activations, scan vs unrolled
 layers, an unrolled scan, rematerialisation. Correctness only; nothing here is timed."""
 
+import dataclasses
+
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from configs import tiny
+from electra_jax import model as model_lib
 from electra_jax import rtd, sharding, train
 from electra_jax.data import tokenizers
 
@@ -85,6 +88,32 @@ def test_unrolling_the_scan_changes_nothing_but_speed(real_token_rows):
   b = jax.jit(lambda p: _losses(config, unrolled, p, batch, deterministic=False))(params)
   np.testing.assert_allclose(a[0], b[0], rtol=1e-6)
   np.testing.assert_allclose(a[1], b[1], rtol=1e-6)
+
+
+def test_all_layers_stacks_the_input_and_each_layers_output(real_token_rows):
+  # Checked against the layers applied one by one, for scanned and unrolled stacks.
+  config, model, params = _model_and_params()
+  cfg = model.discriminator_cfg
+  unrolled_cfg = dataclasses.replace(cfg, scan_layers=False)
+  batch = _batch(real_token_rows, rows=4)
+  embedded = model_lib.Embeddings(cfg).apply(
+      {'params': params['embeddings']}, batch['input_ids'], batch['token_type_ids'], True)
+  project = params['discriminator']['embeddings_project']
+  x = embedded @ project['kernel'] + project['bias']
+  expected = [x]
+  layers = _unstack(params)['discriminator']
+  for i in range(cfg.num_layers):
+    x, _ = model_lib.EncoderLayer(unrolled_cfg).apply(
+        {'params': layers[f'layer_{i}']}, x, batch['attention_mask'], True)
+    expected.append(x)
+  for encoder_cfg, encoder_params in ((cfg, params['discriminator']), (unrolled_cfg, layers)):
+    encoder = model_lib.Encoder(encoder_cfg)
+    stacked = encoder.apply({'params': encoder_params}, embedded, batch['attention_mask'], True,
+                            all_layers=True)
+    assert stacked.shape == (cfg.num_layers + 1, *x.shape)
+    np.testing.assert_allclose(stacked, np.stack(expected), rtol=1e-5, atol=1e-5)
+    last = encoder.apply({'params': encoder_params}, embedded, batch['attention_mask'], True)
+    np.testing.assert_array_equal(stacked[-1], last)
 
 
 def test_remat_does_not_change_gradients(real_token_rows):

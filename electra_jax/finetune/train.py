@@ -68,6 +68,28 @@ def epochs_for(config: ml_collections.ConfigDict, task: glue.Task) -> float:
 # --- Data -----------------------------------------------------------------------------
 
 
+def load_source(config: ml_collections.ConfigDict, init: str) -> pretrained.Pretrained:
+  """The model in `init`, with config.model's runtime settings, checked against the
+  config: it has a tokenizer of its own vocabulary size and enough positions."""
+  source = pretrained.load(init, dtype=config.model.dtype,
+                           dropout_rate=config.model.dropout_rate,
+                           attention_dropout_rate=config.model.attention_dropout_rate,
+                           attention_impl=config.model.attention_impl,
+                           remat_policy=config.model.remat_policy)
+  cfg = source.discriminator_cfg
+  if source.tokenizer is None:
+    raise FinetuneError(f'--init={init}: has no tokenizer (an HF directory needs vocab.txt)')
+  if source.tokenizer.vocab_size != cfg.vocab_size:
+    raise FinetuneError(f'--init={init}: the tokenizer has {source.tokenizer.vocab_size} ids '
+                        f'but the model {cfg.vocab_size}; the checkpoint and its vocabulary '
+                        'do not belong together')
+  if config.max_seq_length > cfg.max_position_embeddings:
+    raise config_lib.ConfigError(
+        f'config.max_seq_length: {config.max_seq_length} exceeds the model\'s '
+        f'{cfg.max_position_embeddings} positions')
+  return source
+
+
 @dataclasses.dataclass
 class TaskData:
   train: Features
@@ -76,7 +98,8 @@ class TaskData:
   test: dict[str, tuple[Features, list[str]]]  # split -> (features, row ids)
 
 
-def load_task_data(task: glue.Task, glue_dir: str, tokenizer, config) -> TaskData:
+def load_task_data(task: glue.Task, glue_dir: str, tokenizer, config, *,
+                   with_test: bool = True) -> TaskData:
   """Reads and encodes the task's splits; a missing test file only skips predictions."""
   encode = lambda examples, swap=False: features.encode(
       examples, tokenizer, config.max_seq_length, swap=swap)
@@ -98,7 +121,7 @@ def load_task_data(task: glue.Task, glue_dir: str, tokenizer, config) -> TaskDat
     examples = glue.read_split(task, glue_dir, split)
     dev[split] = (encode(examples), examples.labels)
   test = {}
-  for split, _ in task.test_splits:
+  for split, _ in task.test_splits if with_test else ():
     path = os.path.join(glue_dir, task.folder, f'{split}.tsv')
     if not os.path.exists(path):
       logging.warning('%s is missing: no test predictions for it', path)
@@ -304,26 +327,12 @@ def finetune(config: ml_collections.ConfigDict, task_name: str, glue_dir: str, i
   returns the results."""
   validate(config)
   task = glue.get_task(task_name)
-  source = pretrained.load(init, dtype=config.model.dtype,
-                           dropout_rate=config.model.dropout_rate,
-                           attention_dropout_rate=config.model.attention_dropout_rate,
-                           attention_impl=config.model.attention_impl,
-                           remat_policy=config.model.remat_policy)
-  cfg = source.discriminator_cfg
-  if source.tokenizer is None:
-    raise FinetuneError(f'--init={init}: has no tokenizer (an HF directory needs vocab.txt)')
-  if source.tokenizer.vocab_size != cfg.vocab_size:
-    raise FinetuneError(f'--init={init}: the tokenizer has {source.tokenizer.vocab_size} ids '
-                        f'but the model {cfg.vocab_size}; the checkpoint and its vocabulary '
-                        'do not belong together')
-  if config.max_seq_length > cfg.max_position_embeddings:
-    raise config_lib.ConfigError(
-        f'config.max_seq_length: {config.max_seq_length} exceeds the model\'s '
-        f'{cfg.max_position_embeddings} positions')
-  if cfg.hidden_size != finetune_configs.HIDDEN_SIZE[config.size]:
+  source = load_source(config, init)
+  if source.discriminator_cfg.hidden_size != finetune_configs.HIDDEN_SIZE[config.size]:
     logging.warning('The model has hidden size %d, but the %s hyperparameters are for %d; '
                     'pass --config=configs/finetune.py:SIZE for the matching size',
-                    cfg.hidden_size, config.size, finetune_configs.HIDDEN_SIZE[config.size])
+                    source.discriminator_cfg.hidden_size, config.size,
+                    finetune_configs.HIDDEN_SIZE[config.size])
   os.makedirs(workdir, exist_ok=True)
   data = load_task_data(task, glue_dir, source.tokenizer, config)
   n = len(data.train_labels)

@@ -1,0 +1,40 @@
+"""Linear probes of a frozen discriminator's layers on a GLUE task.
+
+  python -m electra_jax.probe --task=sst-2 --glue_dir=GLUE --init=WORKDIR_OR_HF_DIR \
+      [--config.random_init=True] [--config.max_train_examples=N] [--output=probe.json]
+
+Prints one row per layer (the embeddings, then each layer's output) with the
+dev metrics of a ridge probe on the [CLS] vector and on the mean over the
+tokens, then a line naming the best probe. See electra_jax/finetune/probe.py.
+"""
+
+import json
+
+from absl import app, flags
+
+from electra_jax.finetune import cli, glue, probe
+
+_FLAGS = cli.define_task_flags('configs/finetune.py[:small|base|large]: its data settings '
+                               'and random_init.')
+_OUTPUT = flags.DEFINE_string('output', None, 'Also write the results to this JSON file.')
+
+
+def main(argv: list[str]) -> None:
+  if len(argv) > 1:
+    raise app.UsageError(f'Unexpected arguments: {argv[1:]}')
+  results = cli.run(probe.probe, _FLAGS.config.value, _FLAGS.task.value,
+                    _FLAGS.glue_dir.value, _FLAGS.init.value)
+  if _OUTPUT.value:
+    with open(_OUTPUT.value, 'w') as f:
+      json.dump(results, f, indent=1)
+  print(probe.results_table(results))
+  task = glue.get_task(results['task'])
+  split, metric = task.dev_splits[0], task.metrics[0]  # The task's main figure.
+  best = max(results['probes'], key=lambda r: r['dev'][split][metric])
+  layer = 'embeddings' if best['layer'] == 0 else f'layer {best["layer"]}'
+  print(f'{task.name} best probe: {layer}, {best["pooling"]} pooling, '
+        f'{split} {metric}={best["dev"][split][metric]:.4f}')
+
+
+if __name__ == '__main__':
+  app.run(main)
