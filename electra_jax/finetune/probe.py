@@ -68,7 +68,8 @@ def fit_ridge(x: np.ndarray, targets: np.ndarray,
   n = len(x)
   mean = x.mean(0)
   # Constant features (the [CLS] embedding, say) stay zero instead of dividing by 0.
-  scale = np.where(x.std(0) > 1e-8, x.std(0), 1.0)
+  std = x.std(0)
+  scale = np.where(std > 1e-8, std, 1.0)
   xs = (x - mean) / scale
   bias = targets.mean(0)
   centred = targets - bias
@@ -86,14 +87,11 @@ def fit_ridge(x: np.ndarray, targets: np.ndarray,
   return RidgeProbe(mean, scale, weights, bias, float(penalties[best]), np.array(loo_errors))
 
 
-def _targets(task: glue.Task, labels: np.ndarray) -> np.ndarray:
-  if task.is_regression:
-    return labels[:, None].astype(np.float64)
-  return np.eye(task.num_outputs)[labels.astype(int)]
-
-
-def _predictions(task: glue.Task, outputs: np.ndarray) -> np.ndarray:
-  return outputs[:, 0] if task.is_regression else outputs.argmax(-1)
+def _ridge_targets(task: glue.Task, labels: np.ndarray) -> np.ndarray:
+  """Fine-tuning's targets as columns: one-hot classes, or the scaled score;
+  finetune_train.task_predictions reads the probe's outputs back."""
+  targets = finetune_train.task_targets(task, labels)
+  return targets[:, None] if task.is_regression else np.eye(task.num_outputs)[targets]
 
 
 # --- Features -------------------------------------------------------------------------------
@@ -162,13 +160,14 @@ def probe(config: ml_collections.ConfigDict, task_name: str, glue_dir: str,
   params = None if config.random_init else source.discriminator_params()
   feats = layer_features(config, source.discriminator_cfg, params,
                          {'train': data.train, **{s: f for s, (f, _) in data.dev.items()}})
-  targets = _targets(task, data.train_labels)
+  targets = _ridge_targets(task, data.train_labels)
   probes = []
   for layer in range(source.discriminator_cfg.num_layers + 1):
     for p, pooling in enumerate(POOLINGS):
       fitted = fit_ridge(feats['train'][:, layer, p], targets)
-      dev = {split: glue.score(task, labels,
-                               _predictions(task, fitted.predict(feats[split][:, layer, p])))
+      predict = lambda split: finetune_train.task_predictions(
+          task, fitted.predict(feats[split][:, layer, p]))
+      dev = {split: glue.score(task, labels, predict(split))
              for split, (_, labels) in data.dev.items()}
       probes.append({'layer': layer, 'pooling': pooling, 'penalty': fitted.penalty, 'dev': dev})
   return {'task': task.name, 'init': init, 'random_init': config.random_init,

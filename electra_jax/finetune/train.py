@@ -134,7 +134,7 @@ def load_task_data(task: glue.Task, glue_dir: str, tokenizer, config, *,
 # --- Model and state --------------------------------------------------------------------
 
 
-def _targets(task: glue.Task, labels: np.ndarray) -> np.ndarray:
+def task_targets(task: glue.Task, labels: np.ndarray) -> np.ndarray:
   """Class ids, or regression scores scaled to [0, 1] as the released code does."""
   if not task.is_regression:
     return labels.astype(np.int32)
@@ -142,7 +142,9 @@ def _targets(task: glue.Task, labels: np.ndarray) -> np.ndarray:
   return ((labels - low) / (high - low)).astype(np.float32)
 
 
-def _predictions(task: glue.Task, outputs: np.ndarray) -> np.ndarray:
+def task_predictions(task: glue.Task, outputs: np.ndarray) -> np.ndarray:
+  """Label ids, or scores on the task's scale, from the outputs of a model trained on
+  task_targets."""
   if not task.is_regression:
     return outputs.argmax(-1)
   low, high = task.score_range
@@ -271,7 +273,7 @@ def run_seed(config, task: glue.Task, source: pretrained.Pretrained, data: TaskD
   if programs.train is None:
     _compile_steps(config, task, programs, jax.tree.map(lambda x: x.sharding, opt_state))
   n, batch_size = len(data.train_labels), config.batch_size
-  targets = _targets(task, data.train_labels)
+  targets = task_targets(task, data.train_labels)
   out_dir = os.path.join(workdir, f'seed_{seed}')
   writer = metric_writer.MetricWriter(out_dir)
 
@@ -280,7 +282,7 @@ def run_seed(config, task: glue.Task, source: pretrained.Pretrained, data: TaskD
                            programs.batch_sharding, config.trim_padding)
 
   def evaluate() -> dict[str, dict[str, float]]:
-    return {split: glue.score(task, labels, _predictions(task, outputs(feats)))
+    return {split: glue.score(task, labels, task_predictions(task, outputs(feats)))
             for split, (feats, labels) in data.dev.items()}
 
   step, losses, start, history = 0, [], time.perf_counter(), []
@@ -313,7 +315,7 @@ def run_seed(config, task: glue.Task, source: pretrained.Pretrained, data: TaskD
     if split in data.test:
       feats, ids = data.test[split]
       glue.write_submission(task, os.path.join(out_dir, f'{submission_name}.tsv'), ids,
-                            _predictions(task, outputs(feats)))
+                            task_predictions(task, outputs(feats)))
   return {'dev': history[-1], 'dev_per_epoch': history, 'steps': programs.num_steps}
 
 
@@ -328,11 +330,11 @@ def finetune(config: ml_collections.ConfigDict, task_name: str, glue_dir: str, i
   validate(config)
   task = glue.get_task(task_name)
   source = load_source(config, init)
-  if source.discriminator_cfg.hidden_size != finetune_configs.HIDDEN_SIZE[config.size]:
+  hidden_size = source.discriminator_cfg.hidden_size
+  if hidden_size != finetune_configs.HIDDEN_SIZE[config.size]:
     logging.warning('The model has hidden size %d, but the %s hyperparameters are for %d; '
                     'pass --config=configs/finetune.py:SIZE for the matching size',
-                    source.discriminator_cfg.hidden_size, config.size,
-                    finetune_configs.HIDDEN_SIZE[config.size])
+                    hidden_size, config.size, finetune_configs.HIDDEN_SIZE[config.size])
   os.makedirs(workdir, exist_ok=True)
   data = load_task_data(task, glue_dir, source.tokenizer, config)
   n = len(data.train_labels)
