@@ -53,7 +53,8 @@ case "${_platform}" in
     # memory back, keeps it mapped (Debian/Ubuntu: apt install
     # libtcmalloc-minimal4); without it, glibc's transparent huge pages fault
     # 2 MiB at a time.
-    _tcmalloc="$(ldconfig -p 2>/dev/null | grep -o '/[^ ]*/libtcmalloc_minimal\.so\.4$' | head -n 1)"
+    # '|| true': a caller under 'set -eo pipefail' must not exit when grep finds none.
+    _tcmalloc="$(ldconfig -p 2>/dev/null | grep -o '/[^ ]*/libtcmalloc_minimal\.so\.4$' | head -n 1 || true)"
     if [ -n "${_tcmalloc}" ]; then
       export LD_PRELOAD="${_tcmalloc}${LD_PRELOAD:+:${LD_PRELOAD}}"
       export TCMALLOC_RELEASE_RATE="${TCMALLOC_RELEASE_RATE:-0}"

@@ -65,6 +65,19 @@ def test_cpu_allocator_keeps_xla_temporaries_mapped():
   assert float(result.stdout) < 65_536 / 20, result.stdout
 
 
+def test_cpu_flags_without_tcmalloc_under_strict_bash(tmp_path):
+  # A launch script under 'set -euo pipefail' on a host without tcmalloc: the
+  # library lookup finds nothing, and sourcing must fall back to glibc, not exit.
+  (tmp_path / 'ldconfig').write_text('#!/bin/sh\nexit 0\n')
+  (tmp_path / 'ldconfig').chmod(0o755)
+  result = subprocess.run(
+      ['bash', '-c', 'set -euo pipefail; source launch/xla_flags.sh cpu; echo "$GLIBC_TUNABLES"'],
+      cwd=REPO, capture_output=True, text=True,
+      env=dict(os.environ, PATH=f'{tmp_path}:{os.environ["PATH"]}'))
+  assert result.returncode == 0, result.stderr
+  assert 'glibc.malloc.hugetlb=1' in result.stdout
+
+
 def test_unknown_platform_is_refused():
   result = subprocess.run(['bash', '-c', 'source launch/xla_flags.sh v9x'], cwd=REPO,
                           capture_output=True, text=True)
