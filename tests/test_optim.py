@@ -9,6 +9,7 @@ import pytest
 
 from configs import tiny
 from electra_jax import config_lib, optim, train
+from electra_jax.finetune import train as finetune_train
 from electra_jax.model import SequenceClassifier
 
 
@@ -26,6 +27,20 @@ def test_schedule_warms_up_and_decays_linearly():
   assert float(schedule(10)) == pytest.approx(1e-3 * 0.9)
   assert float(schedule(55)) == pytest.approx(1e-3 * 0.45)
   assert float(schedule(100)) == 0.0
+
+
+@pytest.mark.parametrize('epochs, num_train, batch_size, per_epoch, total', [
+    (3, 67_349, 32, 2_104, 6_312),  # SST-2: 3 x 67,349 / 32 = 6,313.97 spilled a step.
+    (10, 1_000, 32, 31, 310),  # 312 before, two steps into an 11th epoch.
+    (3, 3_200, 32, 100, 300),
+    (2.5, 100, 32, 3, 7),  # A fractional last epoch keeps its partial pass.
+    (0.01, 64, 32, 2, 1),  # At least one step.
+])
+def test_finetuning_steps_end_whole_epochs_on_an_evaluation(epochs, num_train, batch_size,
+                                                            per_epoch, total):
+  assert finetune_train.train_steps(epochs, num_train, batch_size) == (per_epoch, total)
+  evaluations = -(-total // per_epoch)  # run_seed evaluates after each (partial) pass.
+  assert evaluations == max(1, int(np.ceil(epochs)))
 
 
 def test_weight_decay_skips_layer_norm_and_biases():

@@ -65,6 +65,14 @@ def epochs_for(config: ml_collections.ConfigDict, task: glue.Task) -> float:
   return config.task_epochs.get(task.name, config.default_epochs)
 
 
+def train_steps(epochs: float, num_train: int, batch_size: int) -> tuple[int, int]:
+  """(steps per epoch, steps in all). An epoch is one pass over a fresh permutation
+  in full batches (the last num_train % batch_size examples of each sit it out), so
+  that whole epochs end on an evaluation and no step spills into one more."""
+  per_epoch = num_train // batch_size
+  return per_epoch, max(1, int(epochs * per_epoch))
+
+
 # --- Data -----------------------------------------------------------------------------
 
 
@@ -166,6 +174,7 @@ class _Programs:
   batch_sharding: NamedSharding
   tx: optax.GradientTransformation
   schedule: optax.Schedule
+  steps_per_epoch: int
   num_steps: int
   train: Callable | None = None  # Compiled on first use (needs the optimizer state's layout).
   predict: Callable | None = None
@@ -179,7 +188,7 @@ def _programs(config, task: glue.Task, source: pretrained.Pretrained, mesh,
   with nn.logical_axis_rules(rules):
     boxed = jax.eval_shape(_init_fn(model, config), jax.random.key(0))
   shardings = sharding.logical_to_shardings(boxed, mesh, rules)
-  num_steps = max(1, int(epochs_for(config, task) * num_train / config.batch_size))
+  per_epoch, num_steps = train_steps(epochs_for(config, task), num_train, config.batch_size)
   schedule = optim.linear_warmup_decay(config.learning_rate,
                                        int(config.warmup_fraction * num_steps), num_steps)
   scales = optim.layerwise_lr_scales(
@@ -187,7 +196,7 @@ def _programs(config, task: glue.Task, source: pretrained.Pretrained, mesh,
       released_off_by_one=config.layerwise_decay_released_off_by_one)
   tx = optim.create_optimizer(config, schedule=schedule, lr_scales=scales)
   return _Programs(model, shardings, sharding.batch_sharding(mesh, rules), tx, schedule,
-                   num_steps)
+                   per_epoch, num_steps)
 
 
 def _init_fn(model: SequenceClassifier, config) -> Callable:
@@ -288,7 +297,7 @@ def run_seed(config, task: glue.Task, source: pretrained.Pretrained, data: TaskD
   step, losses, start, history = 0, [], time.perf_counter(), []
   while step < programs.num_steps:
     order = np.random.default_rng([seed, len(history)]).permutation(n)  # One epoch.
-    for b in range(min(n // batch_size, programs.num_steps - step)):
+    for b in range(min(programs.steps_per_epoch, programs.num_steps - step)):
       rows = order[b * batch_size:(b + 1) * batch_size]
       batch = {k: v[rows] for k, v in data.train.items()}
       batch['targets'] = targets[rows]
