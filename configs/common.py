@@ -43,8 +43,9 @@ def get_config() -> ml_collections.ConfigDict:
   config.objective.gen_weight = 1.0  # Loss = gen_weight * MLM + disc_weight * BCE.
   config.objective.disc_weight = 50.0  # Paper: lambda = 50.
   # Generator sampling temperature; the paper samples at 1. Short CPU runs
-  # (benchmarks/pretraining_gain.sh) use 3: at 1 the discriminator of a small
-  # model stays on the constant-prediction plateau for over 1,000 steps.
+  # (benchmarks/pretraining_gain.sh) start at 3, then go on at 1: from the start
+  # at 1, the discriminator of a small model stays on the constant-prediction
+  # plateau for thousands of steps.
   config.objective.temperature = 1.0
 
   # --- Model -----------------------------------------------------------------
