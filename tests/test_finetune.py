@@ -108,6 +108,13 @@ def test_finetuned_tiny_model_beats_chance_on_sst2(pretrained_workdir, tmp_path)
   assert results['pretraining_step'] == 50 and not results['random_init']
   assert results['median']['dev']['accuracy'] == pytest.approx(accuracy, abs=1e-4)
   assert len(results['seeds']['0']['dev_per_epoch']) == 2
+  # The table's last row: always the 4,000 sentences' majority label, which 444
+  # (positive) or 428 of the 872 dev sentences carry.
+  constant = results['constant_baseline']
+  assert constant['dev']['dev']['accuracy'] == pytest.approx(
+      {'1': 444 / 872, '0': 428 / 872}[constant['answer']])
+  row = ['always', constant['answer'], f'{constant["dev"]["dev"]["accuracy"]:.4f}']
+  assert row in [line.split() for line in result.stdout.splitlines()], result.stdout
   submission = (out / 'seed_0' / 'SST-2.tsv').read_text().splitlines()
   assert submission[0] == 'index\tprediction' and len(submission) == 1 + 1821
   assert {line.split('\t')[1] for line in submission[1:]} <= {'0', '1'}

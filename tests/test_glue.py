@@ -152,3 +152,28 @@ def test_submission_files(tmp_path):
   assert path.read_text() == 'index\tprediction\n5\t3.142\n'
   scores = glue.score(glue.get_task('mrpc'), np.array([1, 0, 1]), np.array([1, 1, 1]))
   assert scores == {'f1': pytest.approx(0.8), 'accuracy': pytest.approx(2 / 3)}
+
+
+@pytest.mark.parametrize('task, answer, dev_scores', [
+    # Train: 6,023 of 8,551 acceptable; always answering so has no correlation.
+    ('cola', '1', {'mcc': 0.0}),
+    ('sst-2', '1', {'accuracy': 444 / 872}),
+    # 279 of MRPC's 408 dev pairs are paraphrases: F1 = 2 * 279 / (2 * 279 + 129).
+    ('mrpc', '1', {'f1': 558 / 687, 'accuracy': 279 / 408}),
+    # WNLI's train leans the other way (323 of 635 are 0) and so does its dev (40 of 71).
+    ('wnli', '0', {'accuracy': 40 / 71}),
+])
+def test_constant_baseline_on_the_real_tasks(task, answer, dev_scores):
+  t = glue.get_task(task)
+  train, dev = (glue.read_split(t, _glue(), split) for split in ('train', 'dev'))
+  constant = glue.constant_answer(t, train.labels)
+  assert glue.answer_name(t, constant) == answer
+  assert glue.score(t, dev.labels, np.full(len(dev), constant)) == pytest.approx(dev_scores)
+
+
+def test_constant_answer_ties_and_regression():
+  assert glue.constant_answer(glue.get_task('rte'), np.array([1, 0, 0, 1])) == 0
+  assert glue.constant_answer(glue.get_task('mnli'), np.array([2, 2, 1])) == 2
+  sts = glue.get_task('sts-b')
+  mean = glue.constant_answer(sts, np.array([1.0, 2.0, 4.5], np.float32))
+  assert mean == pytest.approx(2.5) and glue.answer_name(sts, mean) == '2.500'

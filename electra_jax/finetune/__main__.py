@@ -3,8 +3,9 @@
   python -m electra_jax.finetune --task=mrpc --glue_dir=GLUE --init=WORKDIR_OR_HF_DIR \
       --workdir=OUT [--config=configs/finetune.py:base] [--config.key=value ...]
 
-Runs config.num_seeds seeds and prints a table of each seed's dev metrics and
-their median; its last line gives the task's dev metrics. OUT receives
+Runs config.num_seeds seeds and prints a table of each seed's dev metrics, their
+median and what always giving the training set's most frequent label scores;
+its last line gives the task's dev metrics. OUT receives
 results.json, TensorBoard logs per seed and test predictions in GLUE's
 submission format (OUT/seed_N/TASK.tsv).
 """

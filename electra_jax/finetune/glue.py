@@ -168,10 +168,22 @@ def score(task: Task, labels: np.ndarray, predictions: np.ndarray) -> dict[str, 
   return {name: functions[name](labels, predictions) for name in task.metrics}
 
 
+def constant_answer(task: Task, train_labels: np.ndarray) -> int | float:
+  """The answer a model that ignores its input would give: the most frequent training
+  label id (the smallest on a tie), or for regression the mean training score."""
+  if task.is_regression:
+    return float(np.mean(train_labels))
+  return int(np.argmax(np.bincount(train_labels, minlength=task.num_outputs)))
+
+
+def answer_name(task: Task, answer: int | float) -> str:
+  """How GLUE spells a prediction: the label string, or the score to 3 decimals."""
+  return f'{float(answer):.3f}' if task.is_regression else task.labels[int(answer)]
+
+
 def write_submission(task: Task, path: str, ids: list[str], predictions: np.ndarray) -> None:
   """A GLUE leaderboard file: `index<TAB>prediction`, labels as GLUE spells them."""
   with open(path, 'w', encoding='utf-8') as f:
     f.write('index\tprediction\n')
     for row_id, prediction in zip(ids, predictions, strict=True):
-      value = f'{float(prediction):.3f}' if task.is_regression else task.labels[int(prediction)]
-      f.write(f'{row_id}\t{value}\n')
+      f.write(f'{row_id}\t{answer_name(task, prediction)}\n')
