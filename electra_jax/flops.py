@@ -18,7 +18,9 @@ import numpy as np
 from electra_jax import config_lib
 from electra_jax.config_lib import EncoderConfig
 
-# Dense bf16 peak FLOP/s per device (chip), from the vendors' spec sheets.
+# Dense bf16 peak FLOP/s per device (chip), from the vendors' spec sheets, keyed
+# by the start of jax's `device_kind`; the first matching key wins, so a variant
+# comes before its family (NVIDIA lists sparse figures: these are half of them).
 PEAK_FLOPS_PER_DEVICE = {
     'TPU v4': 275e12,
     'TPU v5 lite': 197e12,  # v5e
@@ -27,8 +29,12 @@ PEAK_FLOPS_PER_DEVICE = {
     'TPU v5': 459e12,
     'TPU v6 lite': 918e12,  # v6e (Trillium)
     'TPU v6e': 918e12,
-    'NVIDIA H100': 989e12,  # SXM, dense
+    'NVIDIA H100 PCIe': 756e12,
+    'NVIDIA H100 NVL': 835e12,
+    'NVIDIA H100': 989e12,  # SXM ('NVIDIA H100 80GB HBM3')
     'NVIDIA H200': 989e12,
+    'NVIDIA GH200': 989e12,
+    'NVIDIA A100': 312e12,
 }
 
 

@@ -44,6 +44,9 @@ def test_peak_table():
   assert flops.device_peak_flops('TPU v5 lite') == 197e12
   assert flops.device_peak_flops('TPU v5p') == 459e12
   assert flops.device_peak_flops('NVIDIA H100 80GB HBM3') == 989e12
+  # A variant is matched before its family's SXM figure.
+  assert flops.device_peak_flops('NVIDIA H100 PCIe') == 756e12
+  assert flops.device_peak_flops('NVIDIA A100-SXM4-80GB') == 312e12
   assert flops.device_peak_flops('cpu') is None
 
 
