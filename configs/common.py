@@ -179,7 +179,8 @@ def get_config() -> ml_collections.ConfigDict:
   config.compilation_cache_dir = ''
   # A step whose loss or gradients are NaN or Inf is not applied. This many in
   # a row stop the run, leaving the last checkpoint (which never holds an
-  # applied non-finite update) as it is.
+  # applied non-finite update) as it is. The flags are read with the metrics,
+  # at log steps, so the run stops at the first log step after the streak.
   config.max_consecutive_nonfinite_steps = 10
 
   config.checkpoint = ml_collections.ConfigDict()

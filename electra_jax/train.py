@@ -222,13 +222,45 @@ class _ThroughputMeter:
             'mfu': steps * self._flops / seconds / self._peak}
 
 
+class TrainingStopped(RuntimeError):
+  """The run stopped early for a reason the user must see (divergence, failed saves)."""
+
+
+class _NonfiniteStreak:
+  """Logs the steps whose loss or gradients were NaN or Inf (the train step did not
+  apply their updates) as their metrics are read; `limit` in a row stop the run."""
+
+  def __init__(self, limit: int):
+    self._limit, self._in_a_row = limit, 0
+
+  def check(self, steps: range, fetched: list[dict[str, Any]]) -> None:
+    for step, metrics in zip(steps, fetched, strict=True):
+      bad = [name for name, key in (('loss', 'nonfinite_loss'), ('gradients', 'nonfinite_grads'))
+             if metrics[key]]
+      if not bad:
+        self._in_a_row = 0
+        continue
+      logging.error('Step %d: non-finite %s (loss %s, grad_norm %s); the update was skipped',
+                    step, ' and '.join(bad), float(metrics['loss']),
+                    float(metrics['grad_norm']))
+      self._in_a_row += 1
+      if self._in_a_row >= self._limit:
+        raise TrainingStopped(
+            f'{self._in_a_row} non-finite steps in a row up to step {step}; stopping. No '
+            'non-finite update was applied, so the last checkpoint holds the last good '
+            'state; lower the learning rate or check the data, then restart')
+
+
 class _MetricsLog:
   """Per-step metrics, averaged over each window of `log_every_steps` and written
-  one step late, so that reading them never stalls the device."""
+  one step late, so that reading them never stalls the device. Non-finite steps
+  are counted as their window is read: the loop never waits for a step's
+  results between log steps, and every process stops at the same step."""
 
   def __init__(self, writer: metric_writer.MetricWriter, meter: _ThroughputMeter,
                config: ml_collections.ConfigDict):
     self._writer, self._meter, self._config = writer, meter, config
+    self._nonfinite = _NonfiniteStreak(config.max_consecutive_nonfinite_steps)
     self._window: list[Metrics] = []
     self._ready: list[tuple[int, list[Metrics]]] = []
 
@@ -249,10 +281,7 @@ class _MetricsLog:
       fetched = jax.device_get(window)
       means = {k: float(np.mean([m[k] for m in fetched])) for k in fetched[0]}
       self._writer.write(step, {**means, **self._meter.measure(step)})  # Flushed to disk.
-
-
-class TrainingStopped(RuntimeError):
-  """The run stopped early for a reason the user must see (divergence, failed saves)."""
+      self._nonfinite.check(range(step - len(fetched) + 1, step + 1), fetched)
 
 
 class _Preemption:
@@ -277,19 +306,6 @@ class _Preemption:
 
   def close(self) -> None:
     signal.signal(signal.SIGTERM, self._previous)
-
-
-def _count_nonfinite(step: int, metrics: Metrics, in_a_row: int) -> int:
-  """Logs a non-finite step (not applied by the train step); returns the streak length."""
-  flags = jax.device_get({k: metrics[k] for k in ('nonfinite_loss', 'nonfinite_grads')})
-  bad = [name for name, value in (('loss', flags['nonfinite_loss']),
-                                  ('gradients', flags['nonfinite_grads'])) if value]
-  if not bad:
-    return 0
-  logging.error('Step %d: non-finite %s (loss %s, grad_norm %s); the update was skipped',
-                step, ' and '.join(bad), float(jax.device_get(metrics['loss'])),
-                float(jax.device_get(metrics['grad_norm'])))
-  return in_a_row + 1
 
 
 def _resume_check(workdir: str, config: ml_collections.ConfigDict,
@@ -403,8 +419,6 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> Train
     log = _MetricsLog(writer, _ThroughputMeter(first_step, config, peak), config)
     preemption = _Preemption()
     saver = checkpointing.AsyncSaver(manager, config.checkpoint.max_failed_saves_in_a_row)
-    nonfinite_in_a_row = 0
-    previous: tuple[int, Metrics] | None = None
     last_save = time.monotonic()
     try:
       for step in range(first_step, config.num_train_steps):
@@ -412,16 +426,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> Train
         state, metrics = train_step(state, batch)
         done = step + 1
         log.add(done, metrics)
-        if previous is not None:
-          # Reading step N-1's results now lets step N run meanwhile.
-          nonfinite_in_a_row = _count_nonfinite(*previous, nonfinite_in_a_row)
-          if nonfinite_in_a_row >= config.max_consecutive_nonfinite_steps:
-            raise TrainingStopped(
-                f'{nonfinite_in_a_row} non-finite steps in a row up to step {previous[0]}; '
-                'stopping. No non-finite update was applied, so the last checkpoint holds the '
-                'last good state; lower the learning rate or check the data, then restart')
-          log.write(before_step=done)
-        previous = (done, metrics)
+        # Reading the windows that ended before this step lets this step run meanwhile.
+        log.write(before_step=done)
         if held_out and (done % config.eval.every_steps == 0 or done == config.num_train_steps):
           start = time.perf_counter()
           writer.write(done, held_out.run(state.params), prefix='eval')
@@ -446,8 +452,6 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> Train
           logging.warning('Preempted: saved the checkpoint of step %d in %s; exiting', done,
                           manager.directory)
           break
-      if previous is not None:
-        _count_nonfinite(*previous, nonfinite_in_a_row)
       log.write()
       saver.wait()  # The final checkpoint must be on disk before the run reports success.
     finally:

@@ -141,15 +141,19 @@ def test_sigterm_saves_a_checkpoint_and_exits(tmp_path, prepared_tiny):
 
 def test_nonfinite_steps_are_skipped_then_stop_the_run(tmp_path, prepared_tiny):
   workdir = tmp_path / 'diverged'
-  # A learning rate of 1e30 overflows the parameters within a few steps.
+  # A learning rate of 1e30 overflows the parameters within a few steps. The
+  # flags are read with each log window of 5 steps, not at every step.
   result = run_main(workdir, *_args(prepared_tiny, '--config.num_train_steps=50',
                                     '--config.checkpoint.every_steps=2',
+                                    '--config.log_every_steps=5',
                                     '--config.learning_rate=1e30',
                                     '--config.max_consecutive_nonfinite_steps=3'))
   assert result.returncode == 1
-  assert re.search(r'Step \d+: non-finite loss and gradients .* the update was skipped',
-                   result.stderr)
-  assert 'error: 3 non-finite steps in a row up to step' in result.stderr
+  bad_steps = [int(s) for s in re.findall(
+      r'Step (\d+): non-finite loss and gradients .* the update was skipped', result.stderr)]
+  stop = re.search(r'error: 3 non-finite steps in a row up to step (\d+);', result.stderr)
+  assert stop and bad_steps[-3:] == [int(stop.group(1)) - 2, int(stop.group(1)) - 1,
+                                     int(stop.group(1))], result.stderr[-3000:]
   steps = sorted(int(s) for s in os.listdir(workdir / 'checkpoints') if s.isdigit())
   assert steps and steps[-1] < 50
   assert all(np.isfinite(x).all() for x in _params(workdir, steps[-1]))
