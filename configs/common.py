@@ -86,7 +86,8 @@ def get_config() -> ml_collections.ConfigDict:
   config.model.remat_policy = 'none'
   # 'explicit': einsum attention with float32 softmax and attention dropout.
   # 'xla' / 'cudnn': jax.nn.dot_product_attention (no attention dropout, so
-  # these require attention_dropout_rate = 0).
+  # these require attention_dropout_rate = 0; 'cudnn', flash attention on an
+  # NVIDIA GPU, also requires dtype = 'bfloat16').
   config.model.attention_impl = 'explicit'
 
   # --- Input -----------------------------------------------------------------

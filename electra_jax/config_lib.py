@@ -147,6 +147,9 @@ def validate(config: ml_collections.ConfigDict, *, check_data: bool = True) -> N
            'model.attention_dropout_rate',
            f'jax.nn.dot_product_attention (attention_impl={m.attention_impl!r}) has '
            'no attention dropout; set it to 0 or use attention_impl=explicit')
+  _require(m.attention_impl != 'cudnn' or m.dtype == 'bfloat16', 'model.dtype',
+           "cuDNN flash attention (attention_impl='cudnn') takes bfloat16 activations; "
+           "set --config.model.dtype=bfloat16 or use attention_impl='xla'")
   _require(config.max_seq_length <= m.max_position_embeddings, 'max_seq_length',
            f'{config.max_seq_length} exceeds model.max_position_embeddings='
            f'{m.max_position_embeddings}')

@@ -144,7 +144,12 @@ class _Projection(nn.Module):
 
 
 class SelfAttention(nn.Module):
-  """Multi-head self-attention with a fused QKV projection."""
+  """Multi-head self-attention with a fused QKV projection.
+
+  `attention_mask` [B, L] is 1 for real tokens and 0 for padding, which must
+  come last in each row (as in every batch this package builds): the 'xla' and
+  'cudnn' paths take it as each row's length.
+  """
   cfg: EncoderConfig
 
   @nn.compact
@@ -156,8 +161,8 @@ class SelfAttention(nn.Module):
                       ('embed', None, 'heads', 'head_dim'), (None, 'heads', 'head_dim'),
                       name='qkv')(x)
     query, key, value = qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]  # [B, L, N, D]
-    mask = attention_mask.astype(bool)[:, None, None, :]  # [B, 1, 1, L]: keys only.
     if cfg.attention_impl == 'explicit':
+      mask = attention_mask.astype(bool)[:, None, None, :]  # [B, 1, 1, L]: keys only.
       logits = jnp.einsum('bqnd,bknd->bnqk', query, key,
                           preferred_element_type=jnp.float32) / jnp.sqrt(head_dim)
       logits = jnp.where(mask, logits, jnp.finfo(jnp.float32).min)
@@ -165,7 +170,11 @@ class SelfAttention(nn.Module):
       probs = Dropout(cfg.attention_dropout_rate)(probs, deterministic=deterministic)
       out = jnp.einsum('bnqk,bknd->bqnd', probs.astype(dtype), value)
     else:
-      out = jax.nn.dot_product_attention(query, key, value, mask=mask,
+      # Padding as key lengths, not as a mask: cuDNN's flash attention refuses a
+      # [B, 1, 1, L] mask (it becomes a bias that must be [B, N, L, L]), while
+      # lengths give it its native padding mask, which skips the padded keys.
+      lengths = jnp.sum(attention_mask > 0, axis=-1, dtype=jnp.int32)
+      out = jax.nn.dot_product_attention(query, key, value, key_value_seq_lengths=lengths,
                                          implementation=cfg.attention_impl)
     return _Projection(cfg, 'blnd,nde->ble', (heads, head_dim, cfg.hidden_size),
                        ('heads', 'head_dim', 'embed'), ('embed',), name='output')(out)
@@ -303,7 +312,6 @@ class ElectraPretrainingModel(nn.Module):
                                   masked_positions, deterministic),
             self.discriminator_logits(input_ids, token_type_ids, attention_mask,
                                       deterministic))
-
 
 
 class SequenceClassifier(nn.Module):

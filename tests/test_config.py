@@ -97,3 +97,12 @@ def test_cli_missing_corpus(tmp_path):
   assert (f"error: corpus source '{tmp_path}/nothing/*.txt': no files match "
           f"'{tmp_path}/nothing/*.txt'") in result.stderr
   assert 'Traceback' not in result.stderr
+
+
+def test_cudnn_attention_needs_bfloat16():
+  config = tiny.get_config()
+  config.model.attention_impl, config.model.attention_dropout_rate = 'cudnn', 0.0
+  with pytest.raises(config_lib.ConfigError, match=r'config\.model\.dtype: cuDNN flash'):
+    config_lib.validate(config, check_data=False)
+  config.model.dtype = 'bfloat16'
+  config_lib.validate(config, check_data=False)

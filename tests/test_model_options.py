@@ -1,10 +1,13 @@
 """Speed switches change speed, not results: bfloat16 activations, scan vs unrolled
-layers, an unrolled scan, rematerialisation. Correctness only; nothing here is timed."""
+layers, an unrolled scan, rematerialisation, fused attention. Correctness only;
+nothing here is timed."""
 
 import dataclasses
+import functools
 
 import flax.linen as nn
 import jax
+from jax._src.cudnn import fused_attention_stablehlo
 import jax.numpy as jnp
 import numpy as np
 
@@ -151,3 +154,39 @@ def test_scanned_program_does_not_grow_with_depth():
   print(f'StableHLO lines at 2 and 8 layers: scanned {scanned}, unrolled {unrolled}')
   assert scanned[1] < 1.05 * scanned[0], scanned
   assert unrolled[1] > 2 * unrolled[0], unrolled
+
+
+def test_fused_attention_matches_explicit_on_padded_rows(real_token_rows):
+  # jax.nn.dot_product_attention ('xla'; 'cudnn' on a GPU) gets the padding as
+  # row lengths; the explicit einsum path as a mask.
+  config, explicit, params = _model_and_params(attention_dropout_rate=0.0)
+  fused_config, fused, _ = _model_and_params(attention_dropout_rate=0.0, attention_impl='xla')
+  # Real rows cut to different lengths, the rest padding.
+  lengths = np.array([64, 50, 37, 20, 64, 9, 33, 60])[:, None]
+  batch = _batch(np.where(np.arange(64) < lengths, real_token_rows[:8], 0))
+  logits = lambda cfg, m: jax.jit(lambda p: m.apply(
+      {'params': p}, batch['input_ids'], batch['token_type_ids'], batch['attention_mask'],
+      method=m.discriminator_logits))(params)
+  real = batch['attention_mask'] > 0
+  np.testing.assert_allclose(logits(fused_config, fused)[real],
+                             logits(config, explicit)[real], rtol=1e-5, atol=1e-5)
+  a = jax.jit(lambda p: _losses(config, explicit, p, batch))(params)
+  b = jax.jit(lambda p: _losses(fused_config, fused, p, batch))(params)
+  np.testing.assert_allclose(a[:2], b[:2], rtol=1e-5)
+
+
+def test_cudnn_attention_lowers_for_a_gpu(real_token_rows, monkeypatch):
+  # No GPU here: JAX's cuDNN checks are told that cuDNN 9.10 on a Hopper GPU is
+  # present, and the whole gradient computation is lowered (not compiled) for
+  # CUDA. A padding mask given as a [B, 1, 1, L] mask failed here.
+  monkeypatch.setattr(fused_attention_stablehlo, 'check_cudnn_version', lambda: 91000)
+  monkeypatch.setattr(fused_attention_stablehlo, 'check_compute_capability', lambda _: True)
+  config, model, params = _model_and_params(attention_dropout_rate=0.0, attention_impl='cudnn',
+                                            dtype='bfloat16')
+  obj = rtd.Objective.from_config(config, tokenizers.TRAINED_SPECIAL_IDS)
+  gradients = jax.jit(functools.partial(rtd.pretraining_gradients, model=model, obj=obj))
+  lowered = gradients.trace(params, _batch(real_token_rows), jax.random.key(0)).lower(
+      lowering_platforms=('cuda',))
+  text = lowered.as_text()
+  assert '@__cudnn$fmhaSoftmax(' in text and '@__cudnn$fmhaSoftmaxBackward(' in text
+  assert '\\22mask_type\\22: \\22PADDING\\22' in text
