@@ -171,8 +171,8 @@ class SelfAttention(nn.Module):
       out = jnp.einsum('bnqk,bknd->bqnd', probs.astype(dtype), value)
     else:
       # Padding as key lengths, not as a mask: cuDNN's flash attention refuses a
-      # [B, 1, 1, L] mask (it becomes a bias that must be [B, N, L, L]), while
-      # lengths give it its native padding mask, which skips the padded keys.
+      # [B, 1, 1, L] mask (it becomes an additive bias, which must span [L, L]),
+      # while lengths give it its native padding mask, which skips padded keys.
       lengths = jnp.sum(attention_mask > 0, axis=-1, dtype=jnp.int32)
       out = jax.nn.dot_product_attention(query, key, value, key_value_seq_lengths=lengths,
                                          implementation=cfg.attention_impl)
