@@ -291,6 +291,8 @@ class AsyncSaver:
   Orbax raises a background write's error (a full disk, a lost bucket) only
   when it is next waited for; this class waits for the previous save before
   starting the next, so an error is reported against the step it belongs to.
+  `report_finished`, called from the loop, logs a save when it is on disk rather
+  than when the next one starts.
   A failed save leaves the older checkpoints valid and training goes on, in
   case the failure is passing; `max_failures_in_a_row` failures stop the run,
   since work that cannot be saved would be lost anyway.
@@ -300,6 +302,7 @@ class AsyncSaver:
     self._manager = manager
     self._max_failures = max_failures_in_a_row
     self._pending: int | None = None
+    self._checked = self._reported = False
     self._failures = 0
     self.last_failure: str | None = None
 
@@ -310,10 +313,25 @@ class AsyncSaver:
     self._collect()
     try:
       save(self._manager, step, state, data_state, meta)
-      self._pending = step
+      self._pending, self._checked, self._reported = step, False, False
     except Exception as e:  # Orbax and tensorstore raise many types for failed I/O.
       self._failed(step, e)
     return time.perf_counter() - start
+
+  def report_finished(self) -> None:
+    """Logs the save in flight once it is on disk; never blocks.
+
+    Its errors still surface in the next `save` or `wait`, which every process
+    reaches at the same step.
+    """
+    if self._pending is None or self._checked or self._manager.is_saving_in_progress():
+      return
+    self._checked = True  # Once: a bucket lookup at every step would cost.
+    # A failed write also ends "in progress"; only a finalized step was saved.
+    if ocp.step.is_path_finalized(self._manager.directory / str(self._pending)):
+      self._reported = True
+      logging.info('Saved the checkpoint of step %d in %s', self._pending,
+                   self._manager.directory)
 
   def wait(self) -> None:
     """Waits for the save in flight; raises CheckpointError if it failed."""
@@ -331,7 +349,8 @@ class AsyncSaver:
       self._failed(step, e)
     else:
       self._failures, self.last_failure = 0, None
-      logging.info('Saved the checkpoint of step %d in %s', step, self._manager.directory)
+      if not self._reported:
+        logging.info('Saved the checkpoint of step %d in %s', step, self._manager.directory)
 
   def _failed(self, step: int, error: Exception) -> None:
     self._failures += 1

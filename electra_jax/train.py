@@ -428,6 +428,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> Train
         log.add(done, metrics)
         # Reading the windows that ended before this step lets this step run meanwhile.
         log.write(before_step=done)
+        saver.report_finished()
         if held_out and (done % config.eval.every_steps == 0 or done == config.num_train_steps):
           start = time.perf_counter()
           writer.write(done, held_out.run(state.params), prefix='eval')

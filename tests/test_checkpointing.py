@@ -213,6 +213,7 @@ def test_failed_saves_are_reported_and_keep_the_previous_checkpoint(tmp_path, ru
   for step in (30, 40):
     assert re.search(rf'saving the checkpoint of step {step} in .* failed \(.*File too large',
                      result.stderr)
+    assert f'Saved the checkpoint of step {step} ' not in result.stderr
   # Orbax's dying writer threads may print after it, so the line is searched for.
   error = [line for line in result.stderr.splitlines() if line.startswith('error: ')]
   assert error[0].startswith('error: saving the checkpoint of step 40') and (
@@ -274,3 +275,23 @@ def test_config_changes_and_init_from(tmp_path, run_a, prepared_tiny):
   # Starting from trained parameters, the first step's loss is far below a
   # fresh model's (the same data and RNG reach both at step 1).
   assert losses[1] < _last_per_step(run_a)['train/loss'][1] - 5
+
+
+def test_a_save_is_reported_when_it_is_on_disk_not_when_the_next_starts(tmp_path, caplog):
+  from configs import tiny
+  manager = checkpointing.create_manager(str(tmp_path), tiny.get_config())
+  saver = checkpointing.AsyncSaver(manager, max_failures_in_a_row=1)
+  saved = lambda: [r.getMessage() for r in caplog.records if r.getMessage().startswith('Saved')]
+  state = {'w': jax.numpy.arange(1000.0)}
+  with caplog.at_level('INFO', logger='absl'):
+    saver.save(7, state, {'next_index': 7}, {'step': 7})
+    deadline = time.monotonic() + 60
+    while not saved():  # The loop calls report_finished after every step.
+      assert time.monotonic() < deadline, 'the finished save was never reported'
+      saver.report_finished()
+      time.sleep(0.01)
+    assert saved() == [f'Saved the checkpoint of step 7 in {manager.directory}']
+    assert (manager.directory / '7' / 'state').exists()
+    saver.wait()  # Collecting the save does not report it twice.
+    assert len(saved()) == 1
+  manager.close()
