@@ -329,9 +329,7 @@ class AsyncSaver:
     self._checked = True  # Once: a bucket lookup at every step would cost.
     # A failed write also ends "in progress"; only a finalized step was saved.
     if ocp.step.is_path_finalized(self._manager.directory / str(self._pending)):
-      self._reported = True
-      logging.info('Saved the checkpoint of step %d in %s', self._pending,
-                   self._manager.directory)
+      self._report_saved(self._pending)
 
   def wait(self) -> None:
     """Waits for the save in flight; raises CheckpointError if it failed."""
@@ -350,7 +348,11 @@ class AsyncSaver:
     else:
       self._failures, self.last_failure = 0, None
       if not self._reported:
-        logging.info('Saved the checkpoint of step %d in %s', step, self._manager.directory)
+        self._report_saved(step)
+
+  def _report_saved(self, step: int) -> None:
+    self._reported = True
+    logging.info('Saved the checkpoint of step %d in %s', step, self._manager.directory)
 
   def _failed(self, step: int, error: Exception) -> None:
     self._failures += 1

@@ -164,12 +164,11 @@ def test_fused_attention_matches_explicit_on_padded_rows(real_token_rows):
   # Real rows cut to different lengths, the rest padding.
   lengths = np.array([64, 50, 37, 20, 64, 9, 33, 60])[:, None]
   batch = _batch(np.where(np.arange(64) < lengths, real_token_rows[:8], 0))
-  logits = lambda cfg, m: jax.jit(lambda p: m.apply(
+  logits = lambda m: jax.jit(lambda p: m.apply(
       {'params': p}, batch['input_ids'], batch['token_type_ids'], batch['attention_mask'],
       method=m.discriminator_logits))(params)
   real = batch['attention_mask'] > 0
-  np.testing.assert_allclose(logits(fused_config, fused)[real],
-                             logits(config, explicit)[real], rtol=1e-5, atol=1e-5)
+  np.testing.assert_allclose(logits(fused)[real], logits(explicit)[real], rtol=1e-5, atol=1e-5)
   a = jax.jit(lambda p: _losses(config, explicit, p, batch))(params)
   b = jax.jit(lambda p: _losses(fused_config, fused, p, batch))(params)
   np.testing.assert_allclose(a[:2], b[:2], rtol=1e-5)
