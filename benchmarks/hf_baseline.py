@@ -16,7 +16,8 @@ import numpy as np
 import torch
 import transformers
 
-from electra_jax import config_lib, objective, rtd
+from electra_jax import config_lib, objectives
+from electra_jax.data import tokenizers
 
 
 def _hf_config(cfg: config_lib.EncoderConfig) -> transformers.ElectraConfig:
@@ -51,8 +52,8 @@ class ElectraPair(torch.nn.Module):
     return self.generator.generator_lm_head(self.generator.generator_predictions(hidden))
 
 
-def _mask(ids, attention_mask, obj: rtd.Objective, generator):
-  """As electra_jax.objective.mask_tokens: round(mask_prob * non-padding tokens) per
+def _mask(ids, attention_mask, obj: objectives.Settings, generator):
+  """As electra_jax.objectives.mask_tokens: round(mask_prob * non-padding tokens) per
   row, clipped to [1, max_predictions], never [CLS]/[SEP]/padding; a fraction
   mask_token_prob of them become [MASK]. `weights` marks the used slots."""
   special = obj.special
@@ -73,7 +74,7 @@ def _mask(ids, attention_mask, obj: rtd.Objective, generator):
 
 
 def pretraining_losses(model: ElectraPair, ids, attention_mask, token_type_ids, *,
-                       obj: rtd.Objective, generator: torch.Generator,
+                       obj: objectives.Settings, generator: torch.Generator,
                        with_metrics: bool = False):
   """(total loss, metrics) of one replaced-token-detection pass, in PyTorch.
 
@@ -138,7 +139,7 @@ def make_optimizer(config, model: ElectraPair) -> tuple[torch.optim.AdamW, list]
 
 
 def run(config, batch: dict[str, np.ndarray], *, steps: int, warmup: int,
-        special: objective.SpecialIds) -> list[float]:
+        special: tokenizers.SpecialIds) -> list[float]:
   """Times `steps` train steps on one fixed batch after `warmup`; returns seconds per step."""
   torch.set_num_threads(os.cpu_count() or 1)
   torch.manual_seed(config.seed)
@@ -148,7 +149,7 @@ def run(config, batch: dict[str, np.ndarray], *, steps: int, warmup: int,
   attention_mask = torch.from_numpy(batch['attention_mask']).long()
   token_type_ids = torch.from_numpy(batch['token_type_ids']).long()
   rng = torch.Generator().manual_seed(config.seed)
-  obj = rtd.Objective.from_config(config, special)
+  obj = objectives.Settings.from_config(config, special)
 
   def step():
     loss, _ = pretraining_losses(model, ids, attention_mask, token_type_ids, obj=obj,

@@ -27,7 +27,7 @@ import torch
 from ml_collections import config_flags
 
 from benchmarks import hf_baseline
-from electra_jax import optim, rtd
+from electra_jax import objectives, optim
 from electra_jax.data import pipeline, shards
 
 _CONFIG = config_flags.DEFINE_config_file('config', None, 'Path to a config file.',
@@ -50,7 +50,7 @@ def main(argv: list[str]) -> None:
   schedule = optim.learning_rate_schedule(config)
   scheduler = torch.optim.lr_scheduler.LambdaLR(
       optimizer, lambda step: float(schedule(step)) / config.learning_rate)
-  obj = rtd.Objective.from_config(config, data.special_ids)
+  obj = objectives.Settings.from_config(config, data.special_ids)
   rng = torch.Generator().manual_seed(config.seed)
   batches = pipeline.train_iterator(data, config, process_index=0, process_count=1)
   window = collections.defaultdict(list)

@@ -52,7 +52,7 @@ def category(kernel: str, opcode: str, names: set[str]) -> str:
   text = ' '.join(names)
   if kernel.startswith(('ynn_fusion', 'xnn_fusion', 'dot')) or opcode == 'dot':
     return 'matmuls'
-  if 'gumbel' in text:  # objective.sample_tokens' named scope
+  if 'gumbel' in text:  # objectives.sample_tokens' named scope
     return 'generator sampling (Gumbel-max noise and argmax)'
   if 'Dropout' in text or 'dropout' in text:
     return 'dropout (random bits and masks)'

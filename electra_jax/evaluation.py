@@ -21,12 +21,12 @@ import optax
 from electra_jax import config_lib, metrics, sharding
 from electra_jax.data import pipeline, shards
 from electra_jax.model import ElectraPretrainingModel
-from electra_jax.rtd import Objective, pretraining_outputs
+from electra_jax.objectives import Settings, pretraining_outputs
 
 Batch = dict[str, np.ndarray]
 
 
-def make_eval_step(model: ElectraPretrainingModel, obj: Objective,
+def make_eval_step(model: ElectraPretrainingModel, obj: Settings,
                    config: ml_collections.ConfigDict, param_shardings: Any,
                    batch_sharding: NamedSharding) -> Callable:
   """jit(params, batch, index) -> (sums of counts, per-token disc logits, labels, weights)."""
@@ -127,7 +127,7 @@ class HeldOut:
                                    f'over the {ways} data x fsdp devices')
     self.num_batches = num_batches or config.eval.num_batches
     self._batch_sharding = batch_sharding
-    obj = Objective.from_config(config, self.data.special_ids)
+    obj = Settings.from_config(config, self.data.special_ids)
     self._step = make_eval_step(model, obj, config, param_shardings, batch_sharding)
 
   def run(self, params: Any) -> dict[str, float]:

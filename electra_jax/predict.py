@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from electra_jax import checkpointing, config_lib, hf_interop, pretrained, rtd
+from electra_jax import checkpointing, config_lib, hf_interop, objectives, pretrained
 from electra_jax.data import tokenizers
 from electra_jax.model import ElectraPretrainingModel
 
@@ -57,8 +57,8 @@ def describe(source: pretrained.Pretrained, text: str, *, corrupt: bool, seed: i
     if mask_prob is not None:
       config = config.copy_and_resolve_references()
       config.objective.mask_prob = mask_prob
-    obj = rtd.Objective.from_config(config, tokenizer.special_ids)
-    out = rtd.pretraining_outputs(source.params, jax.tree.map(jnp.asarray, batch),
+    obj = objectives.Settings.from_config(config, tokenizer.special_ids)
+    out = objectives.pretraining_outputs(source.params, jax.tree.map(jnp.asarray, batch),
                                   jax.random.key(seed), model=model, obj=obj,
                                   deterministic=True)
     shown, is_replaced = np.asarray(out.corrupted)[0], np.asarray(out.is_replaced)[0]

@@ -23,9 +23,9 @@ import ml_collections
 import numpy as np
 import optax
 
-from electra_jax import (checkpointing, config_lib, evaluation, flops, metric_writer, objective,
-                         optim, rtd, sharding)
-from electra_jax.data import pipeline, shards
+from electra_jax import (checkpointing, config_lib, evaluation, flops, metric_writer, objectives,
+                         optim, sharding)
+from electra_jax.data import pipeline, shards, tokenizers
 from electra_jax.model import ElectraPretrainingModel
 
 Batch = Mapping[str, jax.Array]
@@ -118,7 +118,7 @@ def parameter_counts(params: Any) -> dict[str, int]:
 
 def make_train_step(config: ml_collections.ConfigDict, model: ElectraPretrainingModel,
                     tx: optax.GradientTransformation,
-                    obj: rtd.Objective) -> Callable[[TrainState, Batch],
+                    obj: objectives.Settings) -> Callable[[TrainState, Batch],
                                                     tuple[TrainState, Metrics]]:
   """The whole replaced-token-detection update as one function of (state, batch)."""
   schedule = optim.learning_rate_schedule(config)
@@ -129,7 +129,7 @@ def make_train_step(config: ml_collections.ConfigDict, model: ElectraPretraining
     # resumed run repeats the uninterrupted one exactly.
     rng = jax.random.fold_in(jax.random.key(config.seed), state.step)
     with nn.logical_axis_rules(rules):
-      grads, metrics = rtd.pretraining_gradients(state.params, batch, rng, model=model,
+      grads, metrics = objectives.pretraining_gradients(state.params, batch, rng, model=model,
                                                  obj=obj)
     grad_norm = optax.tree.norm(grads)
     updates, opt_state = tx.update(grads, state.opt_state, state.params)
@@ -167,20 +167,20 @@ def compile_train_step(train_step: Callable, state: TrainState, state_shardings:
 
 
 def lower_abstract_train_step(config: ml_collections.ConfigDict, mesh: jax.sharding.Mesh,
-                              special: objective.SpecialIds) -> tuple[jax.stages.Lowered, Any]:
+                              special: tokenizers.SpecialIds) -> tuple[jax.stages.Lowered, Any]:
   """(the train step lowered for `mesh`, the abstract state it takes), under `mesh`,
   allocating nothing: for compiling to devices this process cannot run, or reading
   the program."""
   model, tx = build_model(config), optim.create_optimizer(config)
   abstract, shardings = abstract_train_state(config, model, tx, mesh)
-  train_step = make_train_step(config, model, tx, rtd.Objective.from_config(config, special))
+  train_step = make_train_step(config, model, tx, objectives.Settings.from_config(config, special))
   lowered = lower_train_step(train_step, abstract, shardings,
                              sharding.batch_sharding(mesh, config.mesh.logical_axis_rules), config)
   return lowered, abstract
 
 
 def setup_train_step(config: ml_collections.ConfigDict, mesh: jax.sharding.Mesh,
-                     special: objective.SpecialIds) -> tuple[TrainState, Any, NamedSharding, float]:
+                     special: tokenizers.SpecialIds) -> tuple[TrainState, Any, NamedSharding, float]:
   """Model, optimizer, sharded initial state and the compiled step, under `mesh`.
 
   Returns (state, compiled train step, batch sharding, compile seconds).
@@ -190,7 +190,7 @@ def setup_train_step(config: ml_collections.ConfigDict, mesh: jax.sharding.Mesh,
   state, state_shardings = create_train_state(config, model, tx, mesh)
   batch_sharding = sharding.batch_sharding(mesh, config.mesh.logical_axis_rules)
   start = time.perf_counter()
-  train_step = make_train_step(config, model, tx, rtd.Objective.from_config(config, special))
+  train_step = make_train_step(config, model, tx, objectives.Settings.from_config(config, special))
   step = compile_train_step(train_step, state, state_shardings, batch_sharding, config)
   return state, step, batch_sharding, time.perf_counter() - start
 

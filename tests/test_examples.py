@@ -5,7 +5,7 @@ import collections
 import numpy as np
 
 from electra_jax.data import examples, sources
-from electra_jax.objective import SpecialIds
+from electra_jax.data.tokenizers import SpecialIds
 from tests.conftest import data_dir
 
 SPECIAL = SpecialIds(pad=0, cls=2, sep=3, mask=4)

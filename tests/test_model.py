@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from configs import tiny
-from electra_jax import config_lib, hf_interop, rtd, train
+from electra_jax import config_lib, hf_interop, objectives, train
 from electra_jax.data import tokenizers
 from electra_jax.model import ElectraPretrainingModel
 from tests.conftest import require
@@ -111,16 +111,16 @@ def test_gradient_routing():
   params = nn.meta.unbox(jax.jit(model.init)(jax.random.key(0), batch['input_ids'],
                                              batch['token_type_ids'], batch['attention_mask'],
                                              jnp.zeros((4, 9), jnp.int32))['params'])
-  obj = rtd.Objective.from_config(config, tokenizers.TRAINED_SPECIAL_IDS)
+  obj = objectives.Settings.from_config(config, tokenizers.TRAINED_SPECIAL_IDS)
 
   def loss(index):
-    return lambda p: rtd.pretraining_losses(p, batch, jax.random.key(1), model=model,
+    return lambda p: objectives.pretraining_losses(p, batch, jax.random.key(1), model=model,
                                               obj=obj)[index]
 
   # One jit: op-by-op execution of the backward passes is several times slower.
   (mlm_loss, mlm_grads), (disc_loss, disc_grads), (step_grads, metrics) = jax.jit(lambda p: (
       jax.value_and_grad(loss(0))(p), jax.value_and_grad(loss(1))(p),
-      rtd.pretraining_gradients(p, batch, jax.random.key(1), model=model, obj=obj)))(params)
+      objectives.pretraining_gradients(p, batch, jax.random.key(1), model=model, obj=obj)))(params)
   # The train step's two-phase gradients are those of the weighted sum.
   expected = jax.tree.map(lambda m, d: obj.gen_weight * m + obj.disc_weight * d,
                           mlm_grads, disc_grads)

@@ -13,7 +13,7 @@ import numpy as np
 
 from configs import tiny
 from electra_jax import model as model_lib
-from electra_jax import rtd, sharding, train
+from electra_jax import objectives, sharding, train
 from electra_jax.data import tokenizers
 
 
@@ -33,8 +33,8 @@ def _batch(real_token_rows, rows: int = 8):
 
 
 def _losses(config, model, params, batch, deterministic=True):
-  obj = rtd.Objective.from_config(config, tokenizers.TRAINED_SPECIAL_IDS)
-  return rtd.pretraining_losses(params, batch, jax.random.key(1), model=model, obj=obj,
+  obj = objectives.Settings.from_config(config, tokenizers.TRAINED_SPECIAL_IDS)
+  return objectives.pretraining_losses(params, batch, jax.random.key(1), model=model, obj=obj,
                                 deterministic=deterministic)
 
 
@@ -182,8 +182,8 @@ def test_cudnn_attention_lowers_for_a_gpu(real_token_rows, monkeypatch):
   monkeypatch.setattr(fused_attention_stablehlo, 'check_compute_capability', lambda _: True)
   config, model, params = _model_and_params(attention_dropout_rate=0.0, attention_impl='cudnn',
                                             dtype='bfloat16')
-  obj = rtd.Objective.from_config(config, tokenizers.TRAINED_SPECIAL_IDS)
-  gradients = jax.jit(functools.partial(rtd.pretraining_gradients, model=model, obj=obj))
+  obj = objectives.Settings.from_config(config, tokenizers.TRAINED_SPECIAL_IDS)
+  gradients = jax.jit(functools.partial(objectives.pretraining_gradients, model=model, obj=obj))
   lowered = gradients.trace(params, _batch(real_token_rows), jax.random.key(0)).lower(
       lowering_platforms=('cuda',))
   text = lowered.as_text()

@@ -22,7 +22,7 @@ import re
 
 import numpy as np
 
-from electra_jax.objective import SpecialIds
+from electra_jax.data.tokenizers import SpecialIds
 
 # A sentence ends at . ! or ? (and any closing quotes or brackets) followed by
 # whitespace and something that can start a sentence. Simple on purpose: it

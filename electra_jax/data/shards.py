@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from electra_jax.data import tokenizers
-from electra_jax.objective import SpecialIds
+from electra_jax.data.tokenizers import SpecialIds
 
 FORMAT = 'electra_jax.pretraining_examples'
 FORMAT_VERSION = 1

@@ -12,6 +12,7 @@ BERT's FullTokenizer (and so `transformers.BertTokenizer`) id for id.
 
 import abc
 from collections.abc import Iterable, Iterator
+import dataclasses
 import functools
 import hashlib
 import itertools
@@ -23,7 +24,15 @@ from typing import Any
 from absl import logging
 import sentencepiece as spm
 
-from electra_jax.objective import SpecialIds
+
+@dataclasses.dataclass(frozen=True)
+class SpecialIds:
+  """The ids of the special tokens that packing and masking write or skip."""
+  pad: int
+  cls: int
+  sep: int
+  mask: int
+
 
 SPECIAL_TOKENS = ('[PAD]', '[UNK]', '[CLS]', '[SEP]', '[MASK]')
 # The ids `train_sentencepiece` gives the special tokens ([UNK] is 1).

@@ -1,13 +1,14 @@
-"""Masking, sampling, corruption and losses of the replaced-token-detection objective."""
+"""Masking, sampling, corruption and losses of the replaced-token-detection objectives."""
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from electra_jax import objective
+from electra_jax import objectives
+from electra_jax.data.tokenizers import SpecialIds
 
-SPECIAL = objective.SpecialIds(pad=0, cls=2, sep=3, mask=4)
+SPECIAL = SpecialIds(pad=0, cls=2, sep=3, mask=4)
 
 
 def _batch(lengths, max_len=64, vocab=500, seed=0):
@@ -22,7 +23,7 @@ def _batch(lengths, max_len=64, vocab=500, seed=0):
 
 
 def _mask(rng, ids, attention_mask, max_predictions=10, mask_prob=0.15, mask_token_prob=0.85):
-  return objective.mask_tokens(rng, ids, attention_mask, SPECIAL, mask_prob=mask_prob,
+  return objectives.mask_tokens(rng, ids, attention_mask, SPECIAL, mask_prob=mask_prob,
                                mask_token_prob=mask_token_prob,
                                max_predictions=max_predictions)
 
@@ -93,10 +94,10 @@ def test_mask_positions_are_uniform():
 def test_sample_tokens_follows_softmax():
   logits = jnp.array([[2.0, 1.0, 0.0, -1.0]])
   logits = jnp.broadcast_to(logits, (200_000, 4))
-  samples = np.asarray(objective.sample_tokens(jax.random.key(0), logits, temperature=1.0))
+  samples = np.asarray(objectives.sample_tokens(jax.random.key(0), logits, temperature=1.0))
   freq = np.bincount(samples, minlength=4) / samples.size
   np.testing.assert_allclose(freq, jax.nn.softmax(logits[0]), atol=0.005)
-  cold = np.asarray(objective.sample_tokens(jax.random.key(0), logits[:1000], temperature=0.01))
+  cold = np.asarray(objectives.sample_tokens(jax.random.key(0), logits[:1000], temperature=0.01))
   assert (cold == 0).all()
 
 
@@ -106,7 +107,7 @@ def test_sample_tokens_over_a_large_vocabulary():
   vocab, rows = 4096, 4096
   logits = np.zeros((rows, vocab), np.float32)
   logits[:, 7] = np.log(0.3 * (vocab - 1) / 0.7)
-  samples = np.asarray(objective.sample_tokens(jax.random.key(1), jnp.asarray(logits), 1.0))
+  samples = np.asarray(objectives.sample_tokens(jax.random.key(1), jnp.asarray(logits), 1.0))
   np.testing.assert_allclose(np.mean(samples == 7), 0.3, atol=0.025)
   others = samples[samples != 7]
   buckets = np.bincount(others // (vocab // 8), minlength=8) / others.size
@@ -115,9 +116,9 @@ def test_sample_tokens_over_a_large_vocabulary():
 
 def test_first_argmax_is_argmax_with_the_first_tie():
   x = np.random.default_rng(0).normal(size=(50, 1000)).astype(np.float32)
-  np.testing.assert_array_equal(objective.first_argmax(jnp.asarray(x)), x.argmax(-1))
+  np.testing.assert_array_equal(objectives.first_argmax(jnp.asarray(x)), x.argmax(-1))
   ties = jnp.array([[1.0, 3.0, 3.0, 0.0], [5.0, 5.0, 5.0, 5.0]])
-  np.testing.assert_array_equal(objective.first_argmax(ties), [1, 0])
+  np.testing.assert_array_equal(objectives.first_argmax(ties), [1, 0])
 
 
 def test_corrupt_counts_equal_samples_as_original():
@@ -127,7 +128,7 @@ def test_corrupt_counts_equal_samples_as_original():
   # First slot samples the original token back, the others [MASK] (id 4), which
   # the input never holds.
   sampled = masked.labels.at[:, 1:].set(SPECIAL.mask)
-  corrupted, is_replaced = objective.corrupt(ids, masked, sampled)
+  corrupted, is_replaced = objectives.corrupt(ids, masked, sampled)
   first, others = np.asarray(masked.positions)[0, 0], np.asarray(masked.positions)[0, 1:]
   assert not bool(is_replaced[0, first])
   assert np.asarray(is_replaced)[0, others].all()
@@ -140,10 +141,10 @@ def test_mlm_loss_matches_manual_cross_entropy():
   logits = rng.normal(size=(2, 3, 7)).astype(np.float32)
   labels = np.array([[1, 2, 3], [4, 5, 6]], np.int32)
   weights = np.array([[1, 1, 0], [1, 0, 0]], np.float32)
-  masked = objective.MaskedBatch(input_ids=jnp.zeros((2, 5), jnp.int32),
+  masked = objectives.MaskedBatch(input_ids=jnp.zeros((2, 5), jnp.int32),
                                  positions=jnp.zeros((2, 3), jnp.int32),
                                  weights=jnp.asarray(weights), labels=jnp.asarray(labels))
-  loss, metrics = objective.mlm_loss(jnp.asarray(logits), masked)
+  loss, metrics = objectives.mlm_loss(jnp.asarray(logits), masked)
   logp = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
   nll = -np.take_along_axis(logp, labels[..., None], -1)[..., 0]
   np.testing.assert_allclose(loss, (nll * weights).sum() / 3, rtol=1e-6)
@@ -155,7 +156,7 @@ def test_discriminator_metrics_on_known_example():
   logits = jnp.array([[3.0, -2.0, 1.0, -1.0, 5.0, 0.5]])
   is_replaced = jnp.array([[True, True, False, False, False, True]])
   attention_mask = jnp.array([[1, 1, 1, 1, 0, 1]])  # Position 4 is padding.
-  loss, m = objective.discriminator_loss(logits, is_replaced, attention_mask)
+  loss, m = objectives.discriminator_loss(logits, is_replaced, attention_mask)
   # Predicted replaced (logit > 0) at 0, 2, 5; actually replaced at 0, 1, 5.
   assert m['disc_precision'] == pytest.approx(2 / 3)
   assert m['disc_recall'] == pytest.approx(2 / 3)
