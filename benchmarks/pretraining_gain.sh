@@ -36,25 +36,8 @@ t1_steps=${3:-0}
 data=${ELECTRA_JAX_DATA:-$(dirname "$0")/../../shared/data}
 read -r -a finetune_flags <<< "${FINETUNE_FLAGS:-}"
 
-# An 8,000-piece sentencepiece vocabulary trained on the corpus: a quarter of
-# BERT's 30,522 WordPiece ids, so the embedding table and the generator's softmax
-# cost less and rare pieces are fewer.
-if [[ ! -f $out/wiki_spm8k/metadata.json ]]; then
-  python -m electra_jax.prepare_data --corpus="wiki:$data/wikipedia/*/wiki_*" \
-    --output_dir="$out/wiki_spm8k" --spm_vocab_size=8000 \
-    --config.data.spm_sample_sentences=300000 --max_seq_length=128
-fi
-
-# ELECTRA-Small's recipe scaled to a CPU: 4 layers of width 128 (2 heads, embeddings
-# 128), a generator of half that width, batch 32, no dropout (a run this short does
-# not overfit), and the layer scan unrolled 4 times (276 against 358 ms a step in
-# electra_jax.benchmark, BENCHMARKS.md).
-model=(--config=configs/small.py --config.data.prepared_dir="$out/wiki_spm8k"
-       --config.model.vocab_size=8000 --config.model.num_layers=4
-       --config.model.hidden_size=128 --config.model.generator_hidden_fraction=0.5
-       --config.batch_size=32 --config.model.dropout_rate=0
-       --config.model.attention_dropout_rate=0 --config.model.scan_unroll=4
-       --config.log_every_steps=200 --config.checkpoint.every_steps=2000)
+# The data and model of the recipe (benchmarks/cpu_recipe.sh): $model.
+source "$(dirname "$0")/cpu_recipe.sh"
 pretrained=$out/pretrain_t3
 if [[ -z ${SKIP_PRETRAINING:-} ]]; then
   python -m electra_jax.main "${model[@]}" --workdir="$out/pretrain_t3" \

@@ -33,14 +33,34 @@ def get_config() -> ml_collections.ConfigDict:
   # bias correction. True is standard AdamW; False reproduces the original.
   config.adam_bias_correction = True
 
-  # --- Replaced token detection objective -------------------------------------
+  # --- Pretraining objective ---------------------------------------------------
   config.objective = ml_collections.ConfigDict()
+  # 'electra': replaced token detection, the discriminator learning from every
+  # token. The paper's ablations (Section 3.2, Table 5), all at equal compute
+  # in benchmarks/objective_ablation.sh:
+  #   'electra_15': the discriminator's loss counts only the masked positions;
+  #   'mlm': BERT, one full-size masked LM, with no generator;
+  #   'replace_mlm': a full-size masked LM reading generator samples instead
+  #     of [MASK] (its MLM loss plus the generator's);
+  #   'all_tokens_mlm': as replace_mlm, predicting every token through the
+  #     paper's copy mechanism.
+  # The full-size network is what fine-tuning and export keep. The last three
+  # are not in the released code, which has 'electra' and, as
+  # electra_objective=False, 'mlm'.
+  config.objective.name = 'electra'
+  # The released code's uniform_generator: samples uniformly from the
+  # vocabulary, with no generator network.
+  config.objective.uniform_generator = False
+  # The released code's disallow_correct: a sample never equals the original.
+  config.objective.disallow_correct = False
   config.objective.mask_prob = 0.15  # Paper: 15% (25% for Large).
   # Of the masked positions, this fraction becomes [MASK]; the rest keep their
   # original token (the released code's behaviour; ELECTRA never uses BERT's
   # random-token replacement).
   config.objective.mask_token_prob = 0.85
-  config.objective.gen_weight = 1.0  # Loss = gen_weight * MLM + disc_weight * BCE.
+  # Loss = gen_weight * MLM + disc_weight * BCE. The masked-LM objectives
+  # weigh their full-size network's cross-entropy 1, as the generator's.
+  config.objective.gen_weight = 1.0
   config.objective.disc_weight = 50.0  # Paper: lambda = 50.
   # Generator sampling temperature; the paper samples at 1. Short CPU runs
   # (benchmarks/pretraining_gain.sh) start at 3, then go on at 1: from the start
@@ -68,10 +88,22 @@ def get_config() -> ml_collections.ConfigDict:
   # and FFN all scale). Paper, Section 3.2 and Table 6: 1/4 for Small and
   # Large, 1/3 for Base. The released ELECTRA-Small checkpoint used 1.0.
   config.model.generator_hidden_fraction = 0.25
-  # The generator and discriminator share the embedding module (word,
-  # position, token-type embeddings and its LayerNorm), as the released code
-  # does. Set True to give each network its own.
-  config.model.untie_embeddings = False
+  # Generator depth as a fraction of the discriminator's (the released code's
+  # generator_layers; the paper keeps the depth, 1.0).
+  config.model.generator_layers_fraction = 1.0
+  # One full-size transformer serves as generator and discriminator, each with
+  # its own head: the released code's untied_generator=False (paper, Section
+  # 3.1, "weight sharing"). Needs both fractions at 1.0 and tied embeddings.
+  config.model.tie_generator_to_discriminator = False
+  # How the generator and discriminator share embeddings. 'tied': one module
+  # (word, position and token-type tables and their LayerNorm), as the paper
+  # (Section 3.1) and the released code. 'untied': one each. 'gdes':
+  # DeBERTa-v3's gradient-disentangled sharing (He et al. 2021): the
+  # discriminator reads stop_gradient(the generator's tables) + residual tables
+  # of its own (initialised to zero) under its own LayerNorm, so the MLM loss
+  # trains the shared tables and the discriminator's loss only its residual;
+  # export folds the residual in.
+  config.model.embedding_sharing = 'tied'
   # Activation dtype; parameters and optimizer state stay float32.
   config.model.dtype = 'float32'
   # nn.scan over layers keeps compile time flat in depth; False unrolls.

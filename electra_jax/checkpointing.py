@@ -32,12 +32,15 @@ import ml_collections
 import orbax.checkpoint as ocp
 from orbax.checkpoint.checkpoint_managers import preservation_policy, save_decision_policy
 
+from electra_jax import config_lib
+
 # Config keys that fix the parameters' shapes and meaning: a checkpoint from a
 # config that differs in one of them cannot continue under this config.
 ARCHITECTURE_KEYS = (
     'model.vocab_size', 'model.embedding_size', 'model.hidden_size', 'model.num_layers',
     'model.max_position_embeddings', 'model.type_vocab_size', 'model.generator_hidden_fraction',
-    'model.untie_embeddings', 'model.scan_layers',
+    'model.embedding_sharing', 'model.scan_layers', 'model.generator_layers_fraction',
+    'model.tie_generator_to_discriminator', 'objective.name', 'objective.uniform_generator',
 )
 
 
@@ -219,9 +222,17 @@ def _open_newest(workdir: str, what: str) -> tuple[ocp.CheckpointManager, int]:
   return manager, step
 
 
-def restore_params(source: str, abstract_state: Any) -> tuple[Any, int]:
-  """The parameters of the newest checkpoint in another run's workdir, and its step."""
+def restore_params(source: str, abstract_state: Any, objective: str) -> tuple[Any, int]:
+  """The parameters of the newest checkpoint in another run's workdir, and its step.
+  Its objective must be `objective`, whose networks `abstract_state` holds."""
   manager, step = _open_newest(source, 'config.checkpoint.init_from')
+  saved = config_lib.with_defaults(_restore_meta(manager, step)['config']).objective.name
+  if saved != objective:
+    manager.close()
+    raise CheckpointError(
+        f'config.checkpoint.init_from: {source} was pretrained with objective {saved!r}, '
+        f'this run with {objective!r}; their networks differ, so start from a run of '
+        f'objective {objective!r}')
   restored = _restore(manager, step, abstract_state, with_data=False)
   manager.close()
   return restored.state.params, step
@@ -255,6 +266,7 @@ def _flatten(tree: dict[str, Any], prefix: str = '') -> dict[str, Any]:
 def config_differences(saved: dict[str, Any],
                        config: ml_collections.ConfigDict) -> dict[str, tuple[Any, Any]]:
   """{key: (saved value, current value)} for every config key that differs."""
+  saved = json.loads(config_lib.with_defaults(saved).to_json_best_effort())
   before, now = _flatten(saved), _flatten(json.loads(config.to_json_best_effort()))
   return {k: (before.get(k), now.get(k)) for k in sorted(set(before) | set(now))
           if before.get(k) != now.get(k)}

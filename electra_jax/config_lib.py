@@ -6,6 +6,7 @@ so each derived value is computed in exactly one place.
 """
 
 import dataclasses
+from typing import Any
 
 import ml_collections
 
@@ -13,6 +14,9 @@ _DTYPES = ('float32', 'bfloat16')
 _REMAT_POLICIES = ('none', 'full', 'dots_saveable')
 _ATTENTION_IMPLS = ('explicit', 'xla', 'cudnn')
 _HEAD_DIM = 64  # Every ELECTRA size uses 64-dimensional attention heads.
+# config.objective.name's values; electra_jax/objectives.py defines each.
+OBJECTIVES = ('electra', 'electra_15', 'mlm', 'replace_mlm', 'all_tokens_mlm')
+EMBEDDING_SHARING = ('tied', 'untied', 'gdes')  # model.EMBEDDING_SHARING
 
 
 class ConfigError(ValueError):
@@ -41,12 +45,13 @@ class EncoderConfig:
   attention_impl: str
 
 
-def _encoder(model: ml_collections.ConfigDict, hidden_size: int) -> EncoderConfig:
+def _encoder(model: ml_collections.ConfigDict, hidden_size: int,
+             num_layers: int) -> EncoderConfig:
   return EncoderConfig(
       vocab_size=model.vocab_size,
       embedding_size=model.embedding_size,
       hidden_size=hidden_size,
-      num_layers=model.num_layers,
+      num_layers=num_layers,
       num_heads=max(1, hidden_size // _HEAD_DIM),
       intermediate_size=4 * hidden_size,
       max_position_embeddings=model.max_position_embeddings,
@@ -64,13 +69,35 @@ def _encoder(model: ml_collections.ConfigDict, hidden_size: int) -> EncoderConfi
 
 
 def discriminator_config(config: ml_collections.ConfigDict) -> EncoderConfig:
-  return _encoder(config.model, config.model.hidden_size)
+  return _encoder(config.model, config.model.hidden_size, config.model.num_layers)
 
 
 def generator_config(config: ml_collections.ConfigDict) -> EncoderConfig:
   # As the released code: hidden size, heads and FFN scale by the fraction.
-  hidden = int(round(config.model.hidden_size * config.model.generator_hidden_fraction))
-  return _encoder(config.model, hidden)
+  m = config.model
+  hidden = int(round(m.hidden_size * m.generator_hidden_fraction))
+  return _encoder(m, hidden, max(1, int(round(m.num_layers * m.generator_layers_fraction))))
+
+
+def with_defaults(saved: dict[str, Any]) -> ml_collections.ConfigDict:
+  """A config that a checkpoint recorded, with the keys it predates (added to
+  configs/common.py since) at their defaults, which reproduce what it ran."""
+  from configs import common  # pylint: disable=import-outside-toplevel (configs imports us)
+
+  def fill(config: ml_collections.ConfigDict, defaults: ml_collections.ConfigDict) -> None:
+    for key, value in defaults.items():
+      if key not in config:
+        config[key] = value
+      elif isinstance(value, ml_collections.ConfigDict) and isinstance(
+          config[key], ml_collections.ConfigDict):
+        fill(config[key], value)
+
+  config = ml_collections.ConfigDict(saved)
+  if 'untie_embeddings' in config.model:  # Before model.embedding_sharing.
+    config.model.embedding_sharing = 'untied' if config.model.untie_embeddings else 'tied'
+    del config.model['untie_embeddings']
+  fill(config, common.get_config())
+  return config
 
 
 def max_predictions_per_seq(config: ml_collections.ConfigDict) -> int:
@@ -115,6 +142,15 @@ def validate(config: ml_collections.ConfigDict, *, check_data: bool = True) -> N
            f'must be > 0, got {o.temperature}')
   _require(o.gen_weight >= 0 and o.disc_weight >= 0, 'objective.gen_weight',
            'loss weights must be >= 0')
+  _require(o.name in OBJECTIVES, 'objective.name',
+           f'must be one of {OBJECTIVES}, got {o.name!r}')
+  _require(not (o.name == 'mlm' and (o.uniform_generator or o.disallow_correct)),
+           'objective.uniform_generator',
+           "objective 'mlm' (BERT) samples nothing; uniform_generator and disallow_correct "
+           'apply to the objectives that sample')
+  _require(not (o.uniform_generator and m.tie_generator_to_discriminator),
+           'model.tie_generator_to_discriminator',
+           'there is no generator network to tie with uniform_generator')
 
   for key in ('vocab_size', 'embedding_size', 'hidden_size', 'num_layers',
               'max_position_embeddings', 'type_vocab_size'):
@@ -128,6 +164,21 @@ def validate(config: ml_collections.ConfigDict, *, check_data: bool = True) -> N
            f'got {m.hidden_size}')
   _require(0 < m.generator_hidden_fraction <= 1, 'model.generator_hidden_fraction',
            f'must be in (0, 1], got {m.generator_hidden_fraction}')
+  _require(0 < m.generator_layers_fraction <= 1, 'model.generator_layers_fraction',
+           f'must be in (0, 1], got {m.generator_layers_fraction}')
+  _require(not m.tie_generator_to_discriminator or (
+      m.generator_hidden_fraction == 1 and m.generator_layers_fraction == 1
+      and m.embedding_sharing == 'tied'), 'model.tie_generator_to_discriminator',
+           'one transformer serves both networks, so it needs '
+           'model.generator_hidden_fraction=1.0, model.generator_layers_fraction=1.0 and '
+           "model.embedding_sharing='tied'")
+  _require(m.embedding_sharing in EMBEDDING_SHARING, 'model.embedding_sharing',
+           f'must be one of {EMBEDDING_SHARING}, got {m.embedding_sharing!r}')
+  _require(m.embedding_sharing == 'tied' or (o.name != 'mlm' and not o.uniform_generator),
+           'model.embedding_sharing',
+           f'{m.embedding_sharing!r} shares embeddings with a generator network, which '
+           f"objective {o.name!r}{' with uniform_generator' if o.uniform_generator else ''} "
+           "does not have; use 'tied'")
   gen_hidden = generator_config(config).hidden_size
   _require(gen_hidden % _HEAD_DIM == 0 or gen_hidden < _HEAD_DIM,
            'model.generator_hidden_fraction',

@@ -2,11 +2,14 @@
 
   python -m electra_jax.evaluate --workdir=DIR [--data=PREPARED_DIR] [--num_batches=N]
 
-Prints the generator's MLM loss and accuracy, its sampled-token accuracy, the
-discriminator's loss, accuracy, precision, recall and AUC over the held-out
-tokens, and writes them to the workdir's TensorBoard files as eval/* at the
-checkpoint's step, beside the training curves. --data defaults to the run's
-config.eval.prepared_dir; it must be prepared with the run's tokenizer.
+Prints what the run's objective has: the generator's MLM loss and accuracy and
+its sampled-token accuracy; then the discriminator's loss, accuracy,
+precision, recall and AUC over the held-out tokens, or the full-size masked
+LM's loss and accuracy at the masked positions (mlm_* for BERT's one network,
+main_mlm_* beside a generator). It writes them to the workdir's TensorBoard
+files as eval/* at the checkpoint's step, beside the training curves. --data
+defaults to the run's config.eval.prepared_dir; it must be prepared with the
+run's tokenizer.
 """
 
 import sys

@@ -1,4 +1,4 @@
-"""Pretraining evaluation on held-out data: generator and discriminator metrics, AUC.
+"""Pretraining evaluation on held-out data: each network's metrics, and the discriminator's AUC.
 
 One jitted pass per batch, without dropout and with a fixed key per batch, so
 evaluating the same parameters twice gives the same numbers and successive
@@ -18,10 +18,10 @@ import ml_collections
 import numpy as np
 import optax
 
-from electra_jax import config_lib, metrics, sharding
+from electra_jax import config_lib, metrics, objectives, sharding
 from electra_jax.data import pipeline, shards
 from electra_jax.model import ElectraPretrainingModel
-from electra_jax.objectives import Settings, pretraining_outputs
+from electra_jax.objectives import Settings
 
 Batch = dict[str, np.ndarray]
 
@@ -29,53 +29,75 @@ Batch = dict[str, np.ndarray]
 def make_eval_step(model: ElectraPretrainingModel, obj: Settings,
                    config: ml_collections.ConfigDict, param_shardings: Any,
                    batch_sharding: NamedSharding) -> Callable:
-  """jit(params, batch, index) -> (sums of counts, per-token disc logits, labels, weights)."""
+  """jit(params, batch, index) -> (sums of counts, per-token disc logits, labels, weights).
+
+  The sums cover what the objective has: the generator's MLM and samples,
+  then the discriminator's counts (whose logits, labels and weights feed the
+  AUC) or the full-size masked LM's. Without a discriminator the three
+  arrays are zeros of weight 0.
+  """
   rules = config.mesh.logical_axis_rules
   replicated = NamedSharding(batch_sharding.mesh, PartitionSpec())
+  prefix = objectives.main_mlm_prefix(obj.name)
+
+  def mlm_sums(name, logits, masked):
+    nll = optax.softmax_cross_entropy_with_integer_labels(logits, masked.labels)
+    correct = objectives.first_argmax(logits) == masked.labels
+    return {f'{name}_nll': jnp.sum(nll * masked.weights),
+            f'{name}_correct': jnp.sum(correct * masked.weights)}
 
   def eval_step(params, batch, index):
     rng = jax.random.fold_in(jax.random.key(config.eval.seed), index)
     with nn.logical_axis_rules(rules):
-      out = pretraining_outputs(params, batch, rng, model=model, obj=obj, deterministic=True)
-    slots = out.masked.weights
-    nll = optax.softmax_cross_entropy_with_integer_labels(out.gen_logits, out.masked.labels)
+      out = objectives.pretraining_outputs(params, batch, rng, model=model, obj=obj,
+                                           deterministic=True)
+    c = out.corruption
     tokens = (batch['attention_mask'] > 0).astype(jnp.float32)
-    labels = out.is_replaced.astype(jnp.float32)
-    flagged = (out.disc_logits > 0).astype(jnp.float32) * tokens
-    bce = optax.sigmoid_binary_cross_entropy(out.disc_logits, labels)
-    sums = {
-        'masked': jnp.sum(slots),
-        'mlm_nll': jnp.sum(nll * slots),
-        'mlm_correct': jnp.sum((jnp.argmax(out.gen_logits, -1) == out.masked.labels) * slots),
-        'sampled_correct': jnp.sum((out.sampled == out.masked.labels) * slots),
-        'tokens': jnp.sum(tokens),
+    sums = {'masked': jnp.sum(c.masked.weights), 'tokens': jnp.sum(tokens)}
+    if c.gen_logits is not None:
+      sums.update(mlm_sums('mlm', c.gen_logits, c.masked))
+    if c.sampled is not None:
+      sums['sampled_correct'] = jnp.sum((c.sampled == c.masked.labels) * c.masked.weights)
+    if obj.name not in objectives.RTD_OBJECTIVES:
+      sums.update(mlm_sums(prefix, out.main_logits, c.masked))
+      return sums, jnp.zeros_like(tokens), jnp.zeros_like(tokens), jnp.zeros_like(tokens)
+    labels = c.is_replaced.astype(jnp.float32)
+    flagged = (out.main_logits > 0).astype(jnp.float32) * tokens
+    bce = optax.sigmoid_binary_cross_entropy(out.main_logits, labels)
+    sums.update({
         'disc_bce': jnp.sum(bce * tokens),
         'disc_correct': jnp.sum((flagged == labels * tokens) * tokens),
         'flagged': jnp.sum(flagged),
         'replaced': jnp.sum(labels * tokens),
         'true_positives': jnp.sum(flagged * labels),
-    }
-    return sums, out.disc_logits, labels, tokens
+    })
+    return sums, out.main_logits, labels, tokens
 
   return jax.jit(eval_step, in_shardings=(param_shardings, batch_sharding, replicated),
                  out_shardings=replicated)
 
 
 def summarize(sums: dict[str, float], logits: np.ndarray, labels: np.ndarray) -> dict[str, float]:
-  """Pooled metrics from summed counts; AUC from the held-out tokens' logits."""
+  """Pooled metrics from summed counts; AUC from the held-out tokens' logits. Each
+  network's metrics appear when its counts do."""
   ratio = lambda a, b: float(sums[a] / sums[b]) if sums[b] else 0.0  # As the train metrics.
-  return {
-      'mlm_loss': ratio('mlm_nll', 'masked'),
-      'mlm_accuracy': ratio('mlm_correct', 'masked'),
-      'sampled_accuracy': ratio('sampled_correct', 'masked'),
-      'disc_loss': ratio('disc_bce', 'tokens'),
-      'disc_accuracy': ratio('disc_correct', 'tokens'),
-      'disc_precision': ratio('true_positives', 'flagged'),
-      'disc_recall': ratio('true_positives', 'replaced'),
-      'replaced_fraction': ratio('replaced', 'tokens'),
-      'disc_auc': metrics.roc_auc(labels, logits),
-      'tokens': float(sums['tokens']),
-  }
+  results = {}
+  for name in ('mlm', 'main_mlm'):
+    if f'{name}_nll' in sums:
+      results[f'{name}_loss'] = ratio(f'{name}_nll', 'masked')
+      results[f'{name}_accuracy'] = ratio(f'{name}_correct', 'masked')
+  if 'sampled_correct' in sums:
+    results['sampled_accuracy'] = ratio('sampled_correct', 'masked')
+  if 'disc_bce' in sums:
+    results.update({
+        'disc_loss': ratio('disc_bce', 'tokens'),
+        'disc_accuracy': ratio('disc_correct', 'tokens'),
+        'disc_precision': ratio('true_positives', 'flagged'),
+        'disc_recall': ratio('true_positives', 'replaced'),
+        'replaced_fraction': ratio('replaced', 'tokens'),
+        'disc_auc': metrics.roc_auc(labels, logits),
+    })
+  return {**results, 'tokens': float(sums['tokens'])}
 
 
 def evaluate(eval_step: Callable, params: Any, batches: Iterator[Batch], num_batches: int,

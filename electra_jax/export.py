@@ -2,13 +2,17 @@
 
   python -m electra_jax.export --workdir=DIR --output=OUT [--generator]
 
-OUT receives the discriminator as `ElectraForPreTraining` (config.json and
-model.safetensors) and, with a WordPiece vocabulary, the tokenizer files
+OUT receives the full-size network that pretraining kept: the discriminator
+as `ElectraForPreTraining` (objectives electra and electra_15), or the masked
+LM as `ElectraForMaskedLM` (mlm, replace_mlm, all_tokens_mlm; All-Tokens
+MLM's copy head has no HF counterpart and is left out). Beside config.json and
+model.safetensors it writes, with a WordPiece vocabulary, the tokenizer files
 (vocab.txt, tokenizer_config.json, special_tokens_map.json), so that
-`transformers.ElectraForPreTraining.from_pretrained(OUT)` and
-`ElectraTokenizer.from_pretrained(OUT)` load it. --generator also writes the
-generator as `ElectraForMaskedLM` to OUT/generator. --workdir may also be an
-HF directory, which is then written back out (a lossless round trip).
+`transformers.AutoModelForPreTraining.from_pretrained(OUT)` (or
+`ElectraForMaskedLM`) and `ElectraTokenizer.from_pretrained(OUT)` load it.
+--generator also writes the generator as `ElectraForMaskedLM` to
+OUT/generator. --workdir may also be an HF directory, which is then written
+back out (a lossless round trip).
 """
 
 import json
@@ -18,7 +22,7 @@ import sys
 
 from absl import app, flags, logging
 
-from electra_jax import checkpointing, config_lib, hf_interop, pretrained
+from electra_jax import checkpointing, config_lib, hf_interop, objectives, pretrained
 from electra_jax.data import tokenizers
 
 _WORKDIR = flags.DEFINE_string('workdir', None, 'A pretraining workdir (or an HF directory).')
@@ -48,22 +52,30 @@ def _write_tokenizer(tokenizer: tokenizers.Tokenizer | None, directory: str,
 
 def export(source: pretrained.Pretrained, output: str, *, generator: bool = False) -> list[str]:
   """Writes the HF directories; returns their paths."""
-  if 'discriminator_head' not in source.params:
-    raise config_lib.ConfigError(f'{source.source}: has no discriminator head to export as '
-                                 'ElectraForPreTraining')
   pad = source.tokenizer.pad_id if source.tokenizer else 0
   cfg = source.discriminator_cfg
-  hf_interop.write_hf_dir(output, hf_interop.hf_config(cfg, 'ElectraForPreTraining', pad),
-                          hf_interop.discriminator_to_hf(source.params, cfg))
+  if source.objective in objectives.RTD_OBJECTIVES:
+    if 'discriminator_head' not in source.params:
+      raise config_lib.ConfigError(f'{source.source}: has no discriminator head to export as '
+                                   'ElectraForPreTraining')
+    hf_interop.write_hf_dir(output, hf_interop.hf_config(cfg, 'ElectraForPreTraining', pad),
+                            hf_interop.discriminator_to_hf(source.params, cfg))
+  else:
+    hf_interop.write_hf_dir(output, hf_interop.hf_config(cfg, 'ElectraForMaskedLM', pad),
+                            hf_interop.masked_lm_to_hf(source.params, cfg,
+                                                       encoder='discriminator', head='mlm_head'))
   _write_tokenizer(source.tokenizer, output, cfg.max_position_embeddings)
   written = [output]
   if generator:
-    if source.generator_cfg is None:
+    if 'generator_head' not in source.params:
       raise config_lib.ConfigError(f'--generator: {source.source} holds no generator')
     directory = os.path.join(output, 'generator')
     gen = source.generator_cfg
+    tied = 'generator' not in source.params  # model.tie_generator_to_discriminator
     hf_interop.write_hf_dir(directory, hf_interop.hf_config(gen, 'ElectraForMaskedLM', pad),
-                            hf_interop.generator_to_hf(source.params, gen))
+                            hf_interop.masked_lm_to_hf(
+                                source.params, gen,
+                                encoder='discriminator' if tied else 'generator'))
     _write_tokenizer(source.tokenizer, directory, gen.max_position_embeddings)
     written.append(directory)
   return written

@@ -2,8 +2,9 @@
 
 Counts matmul FLOPs (2 per multiply-add) of the forward pass and multiplies by
 3 for forward + backward. Attention is bidirectional, so QK^T and PV count in
-full. The generator's output layer counts only the masked positions it is
-computed at. Embedding lookups, LayerNorm, softmax and the optimizer are not
+full. Each objective counts the networks it runs and its heads at the
+positions it computes them: the generator's output layer at the masked
+positions only. Embedding lookups, LayerNorm, softmax and the optimizer are not
 counted, as is usual for MFU.
 """
 
@@ -15,7 +16,7 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
-from electra_jax import config_lib
+from electra_jax import config_lib, objectives
 from electra_jax.config_lib import EncoderConfig
 
 # Dense bf16 peak FLOP/s per device (chip), from the vendors' spec sheets, keyed
@@ -49,17 +50,33 @@ def encoder_forward_flops_per_token(cfg: EncoderConfig, seq_len: int) -> float:
   return cfg.num_layers * per_layer + projection
 
 
+def _mlm_head_flops(cfg: EncoderConfig) -> float:
+  """Per prediction: the MLM dense layer, then the tied output layer."""
+  return 2 * cfg.hidden_size * cfg.embedding_size + 2 * cfg.embedding_size * cfg.vocab_size
+
+
+def _token_head_flops(cfg: EncoderConfig) -> float:
+  """Per token: the discriminator's (or copy) head, dense then dense to 1."""
+  return 2 * cfg.hidden_size * cfg.hidden_size + 2 * cfg.hidden_size
+
+
 def train_step_flops(config: ml_collections.ConfigDict) -> float:
-  """Model FLOPs of one train step over the global batch (forward + backward)."""
+  """Model FLOPs of one train step over the global batch (forward + backward), for
+  config.objective: the networks it runs, and its heads where it computes them."""
   disc, gen = config_lib.discriminator_config(config), config_lib.generator_config(config)
-  seq_len, batch = config.max_seq_length, config.batch_size
-  per_token = (encoder_forward_flops_per_token(disc, seq_len)
-               + encoder_forward_flops_per_token(gen, seq_len)
-               + 2 * disc.hidden_size * disc.hidden_size + 2 * disc.hidden_size)  # disc head
-  per_prediction = (2 * gen.hidden_size * gen.embedding_size  # MLM dense
-                    + 2 * gen.embedding_size * gen.vocab_size)  # tied output layer
-  forward = (batch * seq_len * per_token
-             + batch * config_lib.max_predictions_per_seq(config) * per_prediction)
+  tokens = config.batch_size * config.max_seq_length
+  predictions = config.batch_size * config_lib.max_predictions_per_seq(config)
+  forward = tokens * encoder_forward_flops_per_token(disc, config.max_seq_length)
+  if objectives.has_generator_network(config):
+    forward += (tokens * encoder_forward_flops_per_token(gen, config.max_seq_length)
+                + predictions * _mlm_head_flops(gen))
+  head = objectives.main_head(config.objective.name)
+  if head == 'discriminator':
+    forward += tokens * _token_head_flops(disc)
+  elif head == 'mlm':  # At the masked positions only.
+    forward += predictions * _mlm_head_flops(disc)
+  else:  # The MLM and copy heads at every token.
+    forward += tokens * (_mlm_head_flops(disc) + _token_head_flops(disc))
   return 3 * forward
 
 

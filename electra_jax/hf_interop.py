@@ -2,7 +2,9 @@
 
 HF keeps the discriminator (`ElectraForPreTraining`) and the generator
 (`ElectraForMaskedLM`) as two models, each with its own copy of the
-embeddings; we keep one shared embedding module unless embeddings are untied.
+embeddings; we keep one shared embedding module unless
+config.model.embedding_sharing says otherwise (export folds GDES's residual
+tables into one table per network).
 State dicts here are plain {name: numpy array} mappings, so converting needs
 no torch. Reading and writing directories uses safetensors; a legacy
 `pytorch_model.bin` is read with torch's weights-only loader, which never
@@ -21,6 +23,7 @@ from safetensors import numpy as safetensors_numpy
 
 from configs import common
 from electra_jax.config_lib import EncoderConfig
+from electra_jax.model import fold_embeddings
 
 StateDict = Mapping[str, np.ndarray]
 
@@ -209,13 +212,9 @@ def _to_encoder(params: Mapping[str, Any], num_layers: int) -> dict[str, np.ndar
   return sd
 
 
-def _shared_or(params: Mapping[str, Any], network: str) -> Mapping[str, Any]:
-  return params.get(f'{network}_embeddings', params.get('embeddings'))
-
-
 def discriminator_to_hf(params: Mapping[str, Any], cfg: EncoderConfig) -> dict[str, np.ndarray]:
   """The ElectraForPreTraining state dict of our discriminator."""
-  sd = _to_embeddings(_shared_or(params, 'discriminator'))
+  sd = _to_embeddings(fold_embeddings(params, 'discriminator'))
   sd.update(_to_encoder(params['discriminator'], cfg.num_layers))
   head = params['discriminator_head']
   sd.update(_to_dense(head['dense'], 'discriminator_predictions.dense.'))
@@ -223,15 +222,19 @@ def discriminator_to_hf(params: Mapping[str, Any], cfg: EncoderConfig) -> dict[s
   return sd
 
 
-def generator_to_hf(params: Mapping[str, Any], cfg: EncoderConfig) -> dict[str, np.ndarray]:
-  """The ElectraForMaskedLM state dict of our generator; its output layer is tied
-  to the word embeddings, which HF restores from them."""
-  sd = _to_embeddings(_shared_or(params, 'generator'))
-  sd.update(_to_encoder(params['generator'], cfg.num_layers))
-  head = params['generator_head']
-  sd.update(_to_dense(head['dense'], 'generator_predictions.dense.'))
-  sd.update(_to_layer_norm(head['layer_norm'], 'generator_predictions.LayerNorm.'))
-  sd['generator_lm_head.bias'] = np.asarray(head['output_bias'])
+def masked_lm_to_hf(params: Mapping[str, Any], cfg: EncoderConfig, *,
+                    encoder: str = 'generator', head: str = 'generator_head'
+                    ) -> dict[str, np.ndarray]:
+  """The ElectraForMaskedLM state dict of encoder `encoder` under MLM head `head`: the
+  generator, or the full-size masked LM of the MLM objectives ('discriminator',
+  'mlm_head'). Its output layer is tied to the word embeddings, which HF restores
+  from them."""
+  sd = _to_embeddings(fold_embeddings(params, encoder))
+  sd.update(_to_encoder(params[encoder], cfg.num_layers))
+  mlm = params[head]
+  sd.update(_to_dense(mlm['dense'], 'generator_predictions.dense.'))
+  sd.update(_to_layer_norm(mlm['layer_norm'], 'generator_predictions.LayerNorm.'))
+  sd['generator_lm_head.bias'] = np.asarray(mlm['output_bias'])
   return sd
 
 

@@ -16,6 +16,8 @@ Every parameter carries logical axis names, mapped to mesh axes by the rules in
 """
 
 from collections.abc import Sequence
+import functools
+from typing import Any
 
 import flax.linen as nn
 import jax
@@ -89,37 +91,61 @@ class Dropout(nn.Module):
     return prng.dropout(self.make_rng('dropout'), x, self.rate)
 
 
+EMBEDDING_TABLES = ('word_embeddings', 'position_embeddings', 'token_type_embeddings')
+
+
 class Embeddings(nn.Module):
-  """Word + position + token-type embeddings, then LayerNorm and dropout."""
+  """Word + position + token-type embeddings, then LayerNorm and dropout.
+
+  With `residual` (gradient-disentangled sharing, DeBERTa-v3's GDES), its
+  tables start at zero and are added to another module's tables, which are
+  read under stop_gradient: the loss of the network reading this module
+  trains only its own residual tables and LayerNorm.
+  """
   cfg: EncoderConfig
+  residual: bool = False
 
   def setup(self):
     cfg = self.cfg
-    dtype = activation_dtype(cfg)
-    self.word_embeddings = nn.Embed(
-        cfg.vocab_size, cfg.embedding_size, dtype=dtype,
-        embedding_init=_kernel_init(cfg, ('vocab', 'vocab_embed')))
-    self.position_embeddings = nn.Embed(
-        cfg.max_position_embeddings, cfg.embedding_size, dtype=dtype,
-        embedding_init=_kernel_init(cfg, (None, 'vocab_embed')))
-    self.token_type_embeddings = nn.Embed(
-        cfg.type_vocab_size, cfg.embedding_size, dtype=dtype,
-        embedding_init=_kernel_init(cfg, (None, 'vocab_embed')))
+    init = _zeros if self.residual else functools.partial(_kernel_init, cfg)
+    self.word_embeddings = nn.Embed(cfg.vocab_size, cfg.embedding_size,
+                                    embedding_init=init(('vocab', 'vocab_embed')))
+    self.position_embeddings = nn.Embed(cfg.max_position_embeddings, cfg.embedding_size,
+                                        embedding_init=init((None, 'vocab_embed')))
+    self.token_type_embeddings = nn.Embed(cfg.type_vocab_size, cfg.embedding_size,
+                                          embedding_init=init((None, 'vocab_embed')))
     self.layer_norm = _layer_norm(cfg, 'vocab_embed', 'layer_norm')
     self.dropout = Dropout(cfg.dropout_rate)
 
-  def __call__(self, input_ids: Array, token_type_ids: Array, deterministic: bool) -> Array:
+  def tables(self, base: dict[str, Array] | None = None) -> dict[str, Array]:
+    """{name: float32 table} of EMBEDDING_TABLES; with `base`, stop_gradient(base) + own."""
+    own = {name: getattr(self, name).embedding for name in EMBEDDING_TABLES}
+    if base is None:
+      return own
+    return {name: jax.lax.stop_gradient(base[name]) + own[name] for name in EMBEDDING_TABLES}
+
+  def __call__(self, input_ids: Array, token_type_ids: Array, deterministic: bool,
+               base: dict[str, Array] | None = None) -> Array:
+    tables = self.tables(base)
+    dtype = activation_dtype(self.cfg)
+    lookup = lambda name, ids: jnp.take(tables[name], ids, axis=0).astype(dtype)
     positions = jnp.arange(input_ids.shape[1])[None, :]
-    x = (self.word_embeddings(input_ids) + self.position_embeddings(positions)
-         + self.token_type_embeddings(token_type_ids))
+    x = (lookup('word_embeddings', input_ids) + lookup('position_embeddings', positions)
+         + lookup('token_type_embeddings', token_type_ids))
     return self.dropout(self.layer_norm(x), deterministic=deterministic)
 
-  def attend(self, x: Array) -> Array:
-    """Logits against the word-embedding table (the tied MLM output layer)."""
-    table = self.word_embeddings.embedding
-    dtype = activation_dtype(self.cfg)
-    return jnp.einsum('...e,ve->...v', x.astype(dtype), table.astype(dtype),
-                      preferred_element_type=jnp.float32)
+
+def fold_embeddings(params: dict[str, Any], network: str) -> dict[str, Any]:
+  """The embedding parameters that `network` ('generator' or 'discriminator') reads,
+  as one module's: the shared ones, its own, or under GDES its residual tables
+  added to the shared ones (with its own LayerNorm)."""
+  shared, own = params.get('embeddings'), params.get(f'{network}_embeddings')
+  if own is None:
+    return shared
+  if shared is None:  # Untied.
+    return own
+  return {**own, **{name: {'embedding': shared[name]['embedding'] + own[name]['embedding']}
+                    for name in EMBEDDING_TABLES}}
 
 
 class _Projection(nn.Module):
@@ -242,16 +268,19 @@ class Encoder(nn.Module):
 
 
 class GeneratorHead(nn.Module):
-  """Masked-LM head: dense to embedding size, GELU, LayerNorm, tied output."""
+  """Masked-LM head: dense to embedding size, GELU, LayerNorm, tied output layer."""
   cfg: EncoderConfig
 
   @nn.compact
-  def __call__(self, hidden: Array, embeddings: Embeddings) -> Array:
+  def __call__(self, hidden: Array, word_table: Array) -> Array:
+    """float32 logits; `word_table` [V, E] is the input embedding table it is tied to."""
     cfg = self.cfg
+    dtype = activation_dtype(cfg)
     x = _gelu(_dense(cfg, cfg.embedding_size, ('embed', 'vocab_embed'), 'dense')(hidden))
     x = _layer_norm(cfg, 'vocab_embed', 'layer_norm')(x)
     bias = self.param('output_bias', _zeros(('vocab',)), (cfg.vocab_size,))
-    return embeddings.attend(x) + bias
+    return jnp.einsum('...e,ve->...v', x.astype(dtype), word_table.astype(dtype),
+                      preferred_element_type=jnp.float32) + bias
 
 
 class DiscriminatorHead(nn.Module):
@@ -266,52 +295,113 @@ class DiscriminatorHead(nn.Module):
     return logits[..., 0].astype(jnp.float32)
 
 
+MAIN_HEADS = ('discriminator', 'mlm', 'mlm_copy')
+# How the generator and discriminator share embeddings: one module ('tied', the
+# released code), one each ('untied'), or 'gdes' (see Embeddings).
+EMBEDDING_SHARING = ('tied', 'untied', 'gdes')
+
+
 class ElectraPretrainingModel(nn.Module):
-  """The generator and discriminator pair, with shared or separate embeddings."""
-  generator_cfg: EncoderConfig
+  """The networks of a pretraining objective, over shared or separate embeddings.
+
+  `discriminator` names the full-size encoder whatever its head, since it is
+  the network that fine-tuning and export keep: the replaced-token
+  discriminator ('discriminator' head), a masked LM ('mlm': the released
+  code's MLM head at full size) or a masked LM with a per-token copy
+  probability ('mlm_copy', All-Tokens MLM). `generator_cfg` None means no
+  generator network (BERT, or uniform samples); `tie_generator` makes the
+  full-size encoder serve as the generator too, with its own MLM head (the
+  released code's untied_generator=False).
+  """
+  generator_cfg: EncoderConfig | None
   discriminator_cfg: EncoderConfig
-  untie_embeddings: bool = False
+  embedding_sharing: str = 'tied'  # EMBEDDING_SHARING
+  main_head: str = 'discriminator'
+  tie_generator: bool = False
 
   def setup(self):
-    if self.untie_embeddings:
-      self.generator_embeddings = Embeddings(self.generator_cfg)
+    has_generator = self.generator_cfg is not None
+    if self.embedding_sharing == 'untied':
+      if has_generator:
+        self.generator_embeddings = Embeddings(self.generator_cfg)
       self.discriminator_embeddings = Embeddings(self.discriminator_cfg)
     else:
       self.embeddings = Embeddings(self.discriminator_cfg)
-    self.generator = Encoder(self.generator_cfg)
-    self.generator_head = GeneratorHead(self.generator_cfg)
+      if self.embedding_sharing == 'gdes':
+        self.discriminator_embeddings = Embeddings(self.discriminator_cfg, residual=True)
+    if has_generator:
+      if not self.tie_generator:
+        self.generator = Encoder(self.generator_cfg)
+      self.generator_head = GeneratorHead(self.generator_cfg)
     self.discriminator = Encoder(self.discriminator_cfg)
-    self.discriminator_head = DiscriminatorHead(self.discriminator_cfg)
+    if self.main_head == 'discriminator':
+      self.discriminator_head = DiscriminatorHead(self.discriminator_cfg)
+    else:
+      self.mlm_head = GeneratorHead(self.discriminator_cfg)
+      if self.main_head == 'mlm_copy':
+        self.copy_head = DiscriminatorHead(self.discriminator_cfg)
 
-  def _embeddings(self, network: str) -> Embeddings:
-    if self.untie_embeddings:
-      return getattr(self, f'{network}_embeddings')
-    return self.embeddings
+  def _embed(self, network: str, input_ids: Array, token_type_ids: Array,
+             deterministic: bool) -> tuple[Array, Array]:
+    """(`network`'s embedded input, the word table its MLM output layer is tied to)."""
+    if self.embedding_sharing == 'tied' or (network == 'generator' and
+                                            self.embedding_sharing == 'gdes'):
+      module, base = self.embeddings, None
+    elif self.embedding_sharing == 'untied':
+      module, base = getattr(self, f'{network}_embeddings'), None
+    else:  # The discriminator under GDES.
+      module, base = self.discriminator_embeddings, self.embeddings.tables()
+    embedded = module(input_ids, token_type_ids, deterministic, base)
+    return embedded, module.tables(base)['word_embeddings']
 
   def generator_logits(self, input_ids: Array, token_type_ids: Array, attention_mask: Array,
                        masked_positions: Array, deterministic: bool = True) -> Array:
     """float32 MLM logits [B, P, V], computed only at `masked_positions` [B, P]."""
-    embeddings = self._embeddings('generator')
-    hidden = self.generator(embeddings(input_ids, token_type_ids, deterministic),
-                            attention_mask, deterministic)
+    embedded, word_table = self._embed('generator', input_ids, token_type_ids, deterministic)
+    encoder = self.discriminator if self.tie_generator else self.generator
+    hidden = encoder(embedded, attention_mask, deterministic)
     hidden = jnp.take_along_axis(hidden, masked_positions[..., None], axis=1)
-    return self.generator_head(hidden, embeddings)
+    return self.generator_head(hidden, word_table)
+
+  def _main_hidden(self, input_ids: Array, token_type_ids: Array, attention_mask: Array,
+                   deterministic: bool) -> tuple[Array, Array]:
+    embedded, word_table = self._embed('discriminator', input_ids, token_type_ids,
+                                       deterministic)
+    return self.discriminator(embedded, attention_mask, deterministic), word_table
 
   def discriminator_logits(self, input_ids: Array, token_type_ids: Array,
                            attention_mask: Array, deterministic: bool = True) -> Array:
     """float32 replaced-token logits [B, L], one per token."""
-    embeddings = self._embeddings('discriminator')
-    hidden = self.discriminator(embeddings(input_ids, token_type_ids, deterministic),
-                                attention_mask, deterministic)
+    hidden, _ = self._main_hidden(input_ids, token_type_ids, attention_mask, deterministic)
     return self.discriminator_head(hidden)
 
+  def mlm_logits(self, input_ids: Array, token_type_ids: Array, attention_mask: Array,
+                 masked_positions: Array, deterministic: bool = True) -> Array:
+    """The full-size masked LM's float32 logits [B, P, V] at `masked_positions`."""
+    hidden, word_table = self._main_hidden(input_ids, token_type_ids, attention_mask,
+                                           deterministic)
+    hidden = jnp.take_along_axis(hidden, masked_positions[..., None], axis=1)
+    return self.mlm_head(hidden, word_table)
+
+  def copy_mlm_logits(self, input_ids: Array, token_type_ids: Array, attention_mask: Array,
+                      deterministic: bool = True) -> tuple[Array, Array]:
+    """(float32 MLM logits [B, L, V], float32 copy logits [B, L]) at every token."""
+    hidden, word_table = self._main_hidden(input_ids, token_type_ids, attention_mask,
+                                           deterministic)
+    return self.mlm_head(hidden, word_table), self.copy_head(hidden)
+
   def __call__(self, input_ids: Array, token_type_ids: Array, attention_mask: Array,
-               masked_positions: Array, deterministic: bool = True) -> tuple[Array, Array]:
-    """Both networks on the same input; used to create every parameter."""
-    return (self.generator_logits(input_ids, token_type_ids, attention_mask,
-                                  masked_positions, deterministic),
-            self.discriminator_logits(input_ids, token_type_ids, attention_mask,
-                                      deterministic))
+               masked_positions: Array, deterministic: bool = True) -> tuple[Array, ...]:
+    """Every network and head on the same input; used to create every parameter."""
+    args = (input_ids, token_type_ids, attention_mask)
+    outputs = ()
+    if self.generator_cfg is not None:
+      outputs += (self.generator_logits(*args, masked_positions, deterministic),)
+    if self.main_head == 'discriminator':
+      return outputs + (self.discriminator_logits(*args, deterministic),)
+    if self.main_head == 'mlm':
+      return outputs + (self.mlm_logits(*args, masked_positions, deterministic),)
+    return outputs + self.copy_mlm_logits(*args, deterministic)
 
 
 class SequenceClassifier(nn.Module):

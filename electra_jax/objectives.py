@@ -1,10 +1,13 @@
-"""The pretraining objective: masking, sampling, corruption, losses and the pass.
+"""The pretraining objectives: masking, sampling, corruption, losses, and one pass each.
 
 Pure functions of arrays and keys, traced inside the one jitted train step.
 Masked positions are kept as fixed-size [B, P] index arrays (P =
 max_predictions_per_seq) with 0/1 weights, so every shape is static.
 
-The array-level pieces come first. Then the replaced-token-detection pass:
+The array-level pieces come first. Then the objectives (config_lib.OBJECTIVES):
+every one masks, then (all but BERT's 'mlm') samples into the masked positions
+from the generator or uniformly, and runs the full-size network on the result
+with its own loss, one function each (_electra ... _all_tokens_mlm).
 pretraining_outputs is one pass of (params, batch, key), which evaluation and
 prediction reuse; pretraining_losses is its two losses, the objective as the
 paper writes it; pretraining_gradients differentiates the same pass for the
@@ -83,14 +86,19 @@ def mask_tokens(rng: Array, input_ids: Array, attention_mask: Array, special: Sp
       positions=positions, weights=weights, labels=labels)
 
 
-def sample_tokens(rng: Array, logits: Array, temperature: float) -> Array:
+def sample_tokens(rng: Array, logits: Array, temperature: float,
+                  disallowed: Array | None = None) -> Array:
   """Gumbel-max sample from softmax(logits / temperature), in float32, as int32 ids.
 
   Behind stop_gradient: the discriminator's loss never reaches the generator
-  through the sample.
+  through the sample. `disallowed` [...] (the originals, with the released
+  code's disallow_correct) gets probability 0.
   """
   with jax.named_scope('gumbel_max'):  # Names its kernels in profiles.
     logits = jax.lax.stop_gradient(logits).astype(jnp.float32) / temperature
+    if disallowed is not None:
+      vocab = jax.lax.broadcasted_iota(jnp.int32, logits.shape, logits.ndim - 1)
+      logits = jnp.where(vocab == disallowed[..., None], -jnp.inf, logits)
     return first_argmax(logits + prng.gumbel(rng, logits.shape))
 
 
@@ -120,22 +128,25 @@ def _safe_div(num: Array, den: Array) -> Array:
   return num / jnp.maximum(den, 1e-6)
 
 
-def mlm_loss(logits: Array, masked: MaskedBatch) -> tuple[Array, dict[str, Array]]:
-  """Mean cross-entropy over the used masked slots, in float32."""
+def mlm_loss(logits: Array, masked: MaskedBatch,
+             prefix: str = 'mlm') -> tuple[Array, dict[str, Array]]:
+  """Mean cross-entropy over the used masked slots, in float32; metrics named PREFIX_loss
+  and PREFIX_accuracy."""
   logits = logits.astype(jnp.float32)
   nll = optax.softmax_cross_entropy_with_integer_labels(logits, masked.labels)
   total = jnp.sum(masked.weights)
   loss = _safe_div(jnp.sum(nll * masked.weights), total)
   correct = (first_argmax(logits) == masked.labels) * masked.weights
-  return loss, {'mlm_loss': loss, 'mlm_accuracy': _safe_div(jnp.sum(correct), total)}
+  return loss, {f'{prefix}_loss': loss,
+                f'{prefix}_accuracy': _safe_div(jnp.sum(correct), total)}
 
 
 def discriminator_loss(logits: Array, is_replaced: Array,
-                       attention_mask: Array) -> tuple[Array, dict[str, Array]]:
-  """Mean binary cross-entropy over every non-padding token, in float32."""
+                       weights: Array) -> tuple[Array, dict[str, Array]]:
+  """Mean binary cross-entropy over the tokens of weight 1 [B, L], in float32."""
   logits = logits.astype(jnp.float32)
   labels = is_replaced.astype(jnp.float32)
-  weights = (attention_mask > 0).astype(jnp.float32)
+  weights = weights.astype(jnp.float32)
   bce = optax.sigmoid_binary_cross_entropy(logits, labels)
   total = jnp.sum(weights)
   loss = _safe_div(jnp.sum(bce * weights), total)
@@ -153,18 +164,58 @@ def discriminator_loss(logits: Array, is_replaced: Array,
   }
 
 
+def copy_mixture_log_probs(mlm_logits: Array, copy_logits: Array, input_ids: Array) -> Array:
+  """All-Tokens MLM's output distribution, as float32 log-probabilities [B, L, V].
+
+  The paper's explicit copy mechanism: a copy probability D = sigmoid(copy
+  logit) per token, so p(v) = D [v = input token] + (1 - D) softmax(MLM logits)(v).
+  """
+  log_softmax = jax.nn.log_softmax(mlm_logits.astype(jnp.float32), axis=-1)
+  copy_logits = copy_logits.astype(jnp.float32)[..., None]
+  vocab = jax.lax.broadcasted_iota(jnp.int32, log_softmax.shape, log_softmax.ndim - 1)
+  copied = jnp.where(vocab == input_ids[..., None], jax.nn.log_sigmoid(copy_logits), -jnp.inf)
+  return jnp.logaddexp(jax.nn.log_sigmoid(-copy_logits) + log_softmax, copied)
+
+
 def sampled_accuracy(sampled: Array, masked: MaskedBatch) -> Array:
   """Fraction of used masked slots where the generator's sample is the original."""
   hits = (sampled == masked.labels) * masked.weights
   return _safe_div(jnp.sum(hits), jnp.sum(masked.weights))
 
 
-# --- Replaced token detection: one pass and its gradients ----------------------
+def masked_position_weights(masked: MaskedBatch, length: int) -> Array:
+  """float32 [B, L]: 1 at the masked positions, 0 elsewhere."""
+  zeros = jnp.zeros((masked.positions.shape[0], length), jnp.int32)
+  return _scatter(zeros, masked.positions, masked.weights, jnp.ones_like(masked.positions)
+                  ).astype(jnp.float32)
+
+
+# --- The objectives: what the step needs, then one pass each --------------------
+
+# The paper's objectives (Section 3.2 and Table 5), named in config_lib.OBJECTIVES.
+# 'electra' and 'electra_15' keep a replaced-token discriminator, the others a
+# full-size masked LM.
+RTD_OBJECTIVES = ('electra', 'electra_15')
+
+
+def main_head(name: str) -> str:
+  """The head of the full-size network that objective `name` trains (model.MAIN_HEADS)."""
+  if name in RTD_OBJECTIVES:
+    return 'discriminator'
+  return 'mlm_copy' if name == 'all_tokens_mlm' else 'mlm'
+
+
+def has_generator_network(config: ml_collections.ConfigDict) -> bool:
+  """Whether the objective samples from a generator network (not for BERT's MLM, nor
+  for uniform samples)."""
+  o = config.objective
+  return o.name != 'mlm' and not o.uniform_generator
 
 
 @dataclasses.dataclass(frozen=True)
 class Settings:
   """What the step needs besides the model: token ids and objective settings."""
+  name: str
   special: SpecialIds
   mask_prob: float
   mask_token_prob: float
@@ -172,119 +223,226 @@ class Settings:
   temperature: float
   gen_weight: float
   disc_weight: float
+  uniform_generator: bool = False
+  disallow_correct: bool = False
+  vocab_size: int = 0  # Of the uniform samples.
 
   @classmethod
-  def from_config(cls, config: ml_collections.ConfigDict,
-                  special: SpecialIds) -> 'Settings':
+  def from_config(cls, config: ml_collections.ConfigDict, special: SpecialIds) -> 'Settings':
     o = config.objective
-    return cls(special=special, mask_prob=o.mask_prob, mask_token_prob=o.mask_token_prob,
+    return cls(name=o.name, special=special, mask_prob=o.mask_prob,
+               mask_token_prob=o.mask_token_prob,
                max_predictions=config_lib.max_predictions_per_seq(config),
-               temperature=o.temperature, gen_weight=o.gen_weight, disc_weight=o.disc_weight)
+               temperature=o.temperature, gen_weight=o.gen_weight, disc_weight=o.disc_weight,
+               uniform_generator=o.uniform_generator, disallow_correct=o.disallow_correct,
+               vocab_size=config.model.vocab_size)
+
+  @property
+  def generator_network(self) -> bool:
+    return self.name != 'mlm' and not self.uniform_generator
+
+  @property
+  def main_weight(self) -> float:
+    """The full-size network's loss weight: disc_weight for a discriminator's BCE; 1 for
+    a masked LM's cross-entropy, which is on the generator's scale."""
+    return self.disc_weight if self.name in RTD_OBJECTIVES else 1.0
+
+
+@flax.struct.dataclass
+class Corruption:
+  """The full-size network's input, and how it was made."""
+  masked: MaskedBatch
+  gen_logits: Array | None  # [B, P, V] float32 at the masked positions; None: no generator.
+  sampled: Array | None  # [B, P] the samples; None for 'mlm', which writes [MASK] instead.
+  corrupted: Array  # [B, L] the full-size network's input.
+  is_replaced: Array  # [B, L] a sample differs from the original there.
 
 
 @flax.struct.dataclass
 class PretrainingOutputs:
-  """Everything one replaced-token-detection pass computes, for losses and evaluation."""
-  masked: MaskedBatch
-  gen_logits: jax.Array  # [B, P, V] float32, at the masked positions only.
-  sampled: jax.Array  # [B, P] the generator's samples.
-  corrupted: jax.Array  # [B, L] the discriminator's input.
-  is_replaced: jax.Array  # [B, L] the discriminator's labels.
-  disc_logits: jax.Array  # [B, L] float32.
+  """Everything one pass computes, for losses, evaluation and prediction."""
+  corruption: Corruption
+  # 'electra', 'electra_15': the discriminator's logits [B, L]; the masked LMs:
+  # float32 logits [B, P, V] of the original token at the masked positions.
+  main_logits: Array
 
 
-def _mask(rng: jax.Array, batch: Batch, obj: Settings) -> MaskedBatch:
+def _mask(rng: Array, batch: Batch, obj: Settings) -> MaskedBatch:
   return mask_tokens(
       rng, batch['input_ids'], batch['attention_mask'], obj.special,
       mask_prob=obj.mask_prob, mask_token_prob=obj.mask_token_prob,
       max_predictions=obj.max_predictions)
 
 
-def _generator_logits(params: Any, batch: Batch, masked: MaskedBatch,
-                      rng: jax.Array, model: ElectraPretrainingModel,
-                      deterministic: bool) -> jax.Array:
-  return model.apply({'params': params}, masked.input_ids, batch['token_type_ids'],
-                     batch['attention_mask'], masked.positions, deterministic,
-                     rngs={'dropout': rng}, method=model.generator_logits)
+def _apply(params: Any, model: ElectraPretrainingModel, method: Any, rng: Array,
+           *args: Any) -> Any:
+  return model.apply({'params': params}, *args, rngs={'dropout': rng}, method=method)
 
 
-def _discriminator_logits(params: Any, batch: Batch, corrupted: jax.Array, rng: jax.Array,
-                          model: ElectraPretrainingModel, deterministic: bool) -> jax.Array:
-  return model.apply({'params': params}, corrupted, batch['token_type_ids'],
-                     batch['attention_mask'], deterministic,
-                     rngs={'dropout': rng}, method=model.discriminator_logits)
+def _generator_logits(params: Any, batch: Batch, masked: MaskedBatch, rng: Array,
+                      model: ElectraPretrainingModel, deterministic: bool) -> Array:
+  return _apply(params, model, model.generator_logits, rng, masked.input_ids,
+                batch['token_type_ids'], batch['attention_mask'], masked.positions,
+                deterministic)
 
 
-def pretraining_outputs(params: Any, batch: Batch, rng: jax.Array, *,
+def sample_and_corrupt(rng: Array, batch: Batch, masked: MaskedBatch,
+                       gen_logits: Array | None, obj: Settings) -> Corruption:
+  """Samples into the masked positions (generator or uniform), or keeps [MASK] for 'mlm'."""
+  if obj.name == 'mlm':
+    return Corruption(masked, None, None, masked.input_ids,
+                      jnp.zeros_like(masked.input_ids, bool))
+  logits = gen_logits
+  if obj.uniform_generator:  # The released code's uniform_generator: flat logits.
+    logits = jnp.zeros(masked.labels.shape + (obj.vocab_size,), jnp.float32)
+  sampled = sample_tokens(rng, logits, obj.temperature,
+                          masked.labels if obj.disallow_correct else None)
+  corrupted, is_replaced = corrupt(batch['input_ids'], masked, sampled)
+  return Corruption(masked, gen_logits, sampled, corrupted, is_replaced)
+
+
+def _electra(params, batch, c, rng, model, deterministic):
+  """Replaced token detection over every token (the paper's objective)."""
+  logits = _apply(params, model, model.discriminator_logits, rng, c.corrupted,
+                  batch['token_type_ids'], batch['attention_mask'], deterministic)
+  loss, metrics = discriminator_loss(logits, c.is_replaced, batch['attention_mask'] > 0)
+  return loss, metrics, logits
+
+
+def _electra_15(params, batch, c, rng, model, deterministic):
+  """Replaced token detection counted at the masked positions only (Table 5's
+  'ELECTRA 15%')."""
+  logits = _apply(params, model, model.discriminator_logits, rng, c.corrupted,
+                  batch['token_type_ids'], batch['attention_mask'], deterministic)
+  weights = masked_position_weights(c.masked, c.corrupted.shape[1])
+  loss, metrics = discriminator_loss(logits, c.is_replaced, weights)
+  return loss, metrics, logits
+
+
+def main_mlm_prefix(name: str) -> str:
+  """The metric prefix of a masked-LM objective's full-size network: BERT's one network
+  is the run's MLM; beside a generator it is the main one."""
+  return 'mlm' if name == 'mlm' else 'main_mlm'
+
+
+def _masked_lm(prefix):
+  def masked_lm(params, batch, c, rng, model, deterministic):
+    logits = _apply(params, model, model.mlm_logits, rng, c.corrupted, batch['token_type_ids'],
+                    batch['attention_mask'], c.masked.positions, deterministic)
+    loss, metrics = mlm_loss(logits, c.masked, prefix)
+    return loss, metrics, logits
+  return masked_lm
+
+
+# BERT: the full-size network reads [MASK] and predicts the originals there.
+_mlm = _masked_lm(main_mlm_prefix('mlm'))
+# Replace MLM: it reads generator samples instead of [MASK].
+_replace_mlm = _masked_lm(main_mlm_prefix('replace_mlm'))
+
+
+def _all_tokens_mlm(params, batch, c, rng, model, deterministic):
+  """All-Tokens MLM: predicts every token's identity from the corrupted text, through
+  the copy mechanism (copy_mixture_log_probs)."""
+  mlm_logits, copy_logits = _apply(params, model, model.copy_mlm_logits, rng, c.corrupted,
+                                   batch['token_type_ids'], batch['attention_mask'],
+                                   deterministic)
+  log_probs = copy_mixture_log_probs(mlm_logits, copy_logits, c.corrupted)
+  nll = -jnp.take_along_axis(log_probs, batch['input_ids'][..., None], axis=-1)[..., 0]
+  weights = (batch['attention_mask'] > 0).astype(jnp.float32)
+  loss = _safe_div(jnp.sum(nll * weights), jnp.sum(weights))
+  # The masked positions' metrics, comparable with Replace MLM's.
+  at_masked = jnp.take_along_axis(log_probs, c.masked.positions[..., None], axis=1)
+  _, metrics = mlm_loss(at_masked, c.masked, 'main_mlm')
+  copy_probability = _safe_div(jnp.sum(jax.nn.sigmoid(copy_logits) * weights), jnp.sum(weights))
+  return loss, {**metrics, 'all_tokens_loss': loss, 'copy_probability': copy_probability}, at_masked
+
+
+_MAIN_PASSES = {'electra': _electra, 'electra_15': _electra_15, 'mlm': _mlm,
+                'replace_mlm': _replace_mlm, 'all_tokens_mlm': _all_tokens_mlm}
+
+
+def _generator_metrics(c: Corruption, gen_metrics: Metrics) -> Metrics:
+  if c.sampled is None:
+    return gen_metrics
+  return {**gen_metrics, 'sampled_accuracy': sampled_accuracy(c.sampled, c.masked)}
+
+
+def pretraining_outputs(params: Any, batch: Batch, rng: Array, *,
                         model: ElectraPretrainingModel, obj: Settings,
                         deterministic: bool = False) -> PretrainingOutputs:
-  """Masks, runs the generator, samples, corrupts, runs the discriminator."""
-  mask_rng, gen_rng, sample_rng, disc_rng = jax.random.split(rng, 4)
+  """Masks, generates, samples and corrupts, then runs the full-size network."""
+  mask_rng, gen_rng, sample_rng, main_rng = jax.random.split(rng, 4)
   masked = _mask(mask_rng, batch, obj)
-  gen_logits = _generator_logits(params, batch, masked, gen_rng, model, deterministic)
-  sampled = sample_tokens(sample_rng, gen_logits, obj.temperature)
-  corrupted, is_replaced = corrupt(batch['input_ids'], masked, sampled)
-  disc_logits = _discriminator_logits(params, batch, corrupted, disc_rng, model, deterministic)
-  return PretrainingOutputs(masked, gen_logits, sampled, corrupted, is_replaced, disc_logits)
+  gen_logits = (_generator_logits(params, batch, masked, gen_rng, model, deterministic)
+                if obj.generator_network else None)
+  c = sample_and_corrupt(sample_rng, batch, masked, gen_logits, obj)
+  _, _, main_logits = _MAIN_PASSES[obj.name](params, batch, c, main_rng, model, deterministic)
+  return PretrainingOutputs(c, main_logits)
 
 
-def pretraining_losses(params: Any, batch: Batch, rng: jax.Array, *,
+def pretraining_losses(params: Any, batch: Batch, rng: Array, *,
                        model: ElectraPretrainingModel, obj: Settings,
-                       deterministic: bool = False) -> tuple[jax.Array, jax.Array, Metrics]:
-  """(MLM loss, discriminator loss, metrics) of one pass."""
-  out = pretraining_outputs(params, batch, rng, model=model, obj=obj,
-                            deterministic=deterministic)
-  gen_loss, gen_metrics = mlm_loss(out.gen_logits, out.masked)
-  disc_loss, disc_metrics = discriminator_loss(out.disc_logits, out.is_replaced,
-                                               batch['attention_mask'])
-  metrics = {**gen_metrics, **disc_metrics,
-             'sampled_accuracy': sampled_accuracy(out.sampled, out.masked)}
-  return gen_loss, disc_loss, metrics
+                       deterministic: bool = False) -> tuple[Array, Array, Metrics]:
+  """(generator MLM loss, or 0 without a generator; the full-size network's loss;
+  metrics) of one pass. The objective is gen_weight x the first + main_weight x the
+  second."""
+  mask_rng, gen_rng, sample_rng, main_rng = jax.random.split(rng, 4)
+  masked = _mask(mask_rng, batch, obj)
+  gen_loss, gen_metrics, gen_logits = jnp.zeros((), jnp.float32), {}, None
+  if obj.generator_network:
+    gen_logits = _generator_logits(params, batch, masked, gen_rng, model, deterministic)
+    gen_loss, gen_metrics = mlm_loss(gen_logits, masked)
+  c = sample_and_corrupt(sample_rng, batch, masked, gen_logits, obj)
+  main_loss, main_metrics, _ = _MAIN_PASSES[obj.name](params, batch, c, main_rng, model,
+                                                      deterministic)
+  return gen_loss, main_loss, {**_generator_metrics(c, gen_metrics), **main_metrics}
 
 
-def _is_generator_side(name: str) -> bool:
-  """Top-level parameters the MLM loss reaches: the generator's and the shared embeddings."""
-  return name.startswith('generator') or name == 'embeddings'
+def _generator_side(name: str, model: ElectraPretrainingModel) -> bool:
+  """Top-level parameters the generator's MLM loss reaches: its own, the shared
+  embeddings, and the full-size encoder when that serves as the generator too."""
+  return (name.startswith('generator') or name == 'embeddings'
+          or (model.tie_generator and name == 'discriminator'))
 
 
-def pretraining_gradients(params: Any, batch: Batch, rng: jax.Array, *,
-                          model: ElectraPretrainingModel,
-                          obj: Settings) -> tuple[Any, Metrics]:
-  """Gradients of gen_weight x MLM loss + disc_weight x discriminator loss, and metrics.
+def pretraining_gradients(params: Any, batch: Batch, rng: Array, *,
+                          model: ElectraPretrainingModel, obj: Settings) -> tuple[Any, Metrics]:
+  """Gradients of gen_weight x generator MLM loss + main_weight x the full-size
+  network's loss, and metrics.
 
   The same pass and draws as pretraining_losses, differentiated in two
-  phases: the generator's backward pass is finished before the
-  discriminator's forward pass starts (an optimization barrier on the
-  generator's gradients and the corrupted batch). The generator's saved
-  activations are then freed before the discriminator saves its own; left
-  to itself, XLA's scheduler kept both alive under fsdp sharding.
+  phases: the generator's backward pass is finished before the full-size
+  network's forward pass starts (an optimization barrier on the generator's
+  gradients and the corrupted batch). The generator's saved activations are
+  then freed before the discriminator saves its own; left to itself, XLA's
+  scheduler kept both alive under fsdp sharding.
   """
-  mask_rng, gen_rng, sample_rng, disc_rng = jax.random.split(rng, 4)
+  mask_rng, gen_rng, sample_rng, main_rng = jax.random.split(rng, 4)
   masked = _mask(mask_rng, batch, obj)
-  generator_side = {k: v for k, v in params.items() if _is_generator_side(k)}
+  gen_loss, gen_metrics, gen_logits, gen_grads = jnp.zeros((), jnp.float32), {}, None, {}
+  if obj.generator_network:
+    generator_side = {k: v for k, v in params.items() if _generator_side(k, model)}
 
-  def weighted_mlm_loss(trained):
-    gen_logits = _generator_logits({**params, **trained}, batch, masked, gen_rng, model, False)
-    gen_loss, gen_metrics = mlm_loss(gen_logits, masked)
-    return obj.gen_weight * gen_loss, (gen_logits, gen_loss, gen_metrics)
+    def weighted_mlm_loss(trained):
+      logits = _generator_logits({**params, **trained}, batch, masked, gen_rng, model, False)
+      loss, metrics = mlm_loss(logits, masked)
+      return obj.gen_weight * loss, (logits, loss, metrics)
 
-  (_, (gen_logits, gen_loss, gen_metrics)), gen_grads = jax.value_and_grad(
-      weighted_mlm_loss, has_aux=True)(generator_side)
-  sampled = sample_tokens(sample_rng, gen_logits, obj.temperature)
-  corrupted, is_replaced = corrupt(batch['input_ids'], masked, sampled)
-  gen_grads, corrupted = jax.lax.optimization_barrier((gen_grads, corrupted))
+    (_, (gen_logits, gen_loss, gen_metrics)), gen_grads = jax.value_and_grad(
+        weighted_mlm_loss, has_aux=True)(generator_side)
+  c = sample_and_corrupt(sample_rng, batch, masked, gen_logits, obj)
+  if obj.generator_network:
+    gen_grads, corrupted = jax.lax.optimization_barrier((gen_grads, c.corrupted))
+    c = c.replace(corrupted=corrupted)
 
-  def weighted_disc_loss(trained):
-    disc_logits = _discriminator_logits(trained, batch, corrupted, disc_rng, model, False)
-    disc_loss, disc_metrics = discriminator_loss(disc_logits, is_replaced,
-                                                 batch['attention_mask'])
-    return obj.disc_weight * disc_loss, (disc_loss, disc_metrics)
+  def weighted_main_loss(trained):
+    loss, metrics, _ = _MAIN_PASSES[obj.name](trained, batch, c, main_rng, model, False)
+    return obj.main_weight * loss, (loss, metrics)
 
-  (_, (disc_loss, disc_metrics)), grads = jax.value_and_grad(
-      weighted_disc_loss, has_aux=True)(params)
+  (_, (main_loss, main_metrics)), grads = jax.value_and_grad(
+      weighted_main_loss, has_aux=True)(params)
   grads = {k: jax.tree.map(jnp.add, g, gen_grads[k]) if k in gen_grads else g
            for k, g in grads.items()}
-  metrics = {**gen_metrics, **disc_metrics,
-             'sampled_accuracy': sampled_accuracy(sampled, masked),
-             'loss': obj.gen_weight * gen_loss + obj.disc_weight * disc_loss}
+  metrics = {**_generator_metrics(c, gen_metrics), **main_metrics,
+             'loss': obj.gen_weight * gen_loss + obj.main_weight * main_loss}
   return grads, metrics

@@ -1,13 +1,20 @@
-"""Shows what the discriminator sees: each token with the probability it was replaced.
+"""Shows what the pretrained network sees in a text.
 
   python -m electra_jax.predict --workdir=DIR "The chef cooked the meal."
   python -m electra_jax.predict --workdir=DIR --corrupt "The chef cooked the meal."
 
---workdir is a pretraining workdir or an HF ELECTRA discriminator directory.
-With --corrupt (pretraining workdirs, which keep the generator), the text is
-first corrupted as in pretraining: positions are masked, the generator
-samples replacements, and the table shows which tokens were replaced against
-which ones the discriminator flags (probability > 0.5).
+For a discriminator (objectives electra and electra_15), each token with the
+probability it was replaced. --workdir is a pretraining workdir or an HF
+ELECTRA discriminator directory. With --corrupt (pretraining workdirs, which
+keep the generator), the text is first corrupted as in pretraining: positions
+are masked, the generator samples replacements, and the table shows which
+tokens were replaced against which ones the discriminator flags (probability
+> 0.5).
+
+For a masked LM (objectives mlm, replace_mlm, all_tokens_mlm), the text is
+always corrupted as in pretraining ([MASK], or the generator's samples), and
+the table shows, at each masked position, the network's best guess and the
+probability it gives the original token.
 """
 
 import sys
@@ -19,7 +26,6 @@ import numpy as np
 
 from electra_jax import checkpointing, config_lib, hf_interop, objectives, pretrained
 from electra_jax.data import tokenizers
-from electra_jax.model import ElectraPretrainingModel
 
 _WORKDIR = flags.DEFINE_string('workdir', None, 'A pretraining workdir or an HF directory.')
 _CORRUPT = flags.DEFINE_boolean('corrupt', False, 'Corrupt the text with the generator first.')
@@ -46,23 +52,24 @@ def describe(source: pretrained.Pretrained, text: str, *, corrupt: bool, seed: i
              mask_prob: float | None = None, color: bool = False) -> str:
   """The table for one text."""
   tokenizer = source.tokenizer
-  generator_cfg = source.generator_cfg or source.discriminator_cfg  # Unused without --corrupt.
-  model = ElectraPretrainingModel(generator_cfg, source.discriminator_cfg,
-                                  source.untie_embeddings)
+  model = source.pretraining_model()
   batch = _row(tokenizer, text, source.discriminator_cfg.max_position_embeddings)
   variables = {'params': source.params}
   original = batch['input_ids'][0]
-  if corrupt:
+  if corrupt or source.objective not in objectives.RTD_OBJECTIVES:
     config = source.config
     if mask_prob is not None:
       config = config.copy_and_resolve_references()
       config.objective.mask_prob = mask_prob
     obj = objectives.Settings.from_config(config, tokenizer.special_ids)
     out = objectives.pretraining_outputs(source.params, jax.tree.map(jnp.asarray, batch),
-                                  jax.random.key(seed), model=model, obj=obj,
-                                  deterministic=True)
-    shown, is_replaced = np.asarray(out.corrupted)[0], np.asarray(out.is_replaced)[0]
-    logits = np.asarray(out.disc_logits)[0]
+                                         jax.random.key(seed), model=model, obj=obj,
+                                         deterministic=True)
+    shown = np.asarray(out.corruption.corrupted)[0]
+    if source.objective not in objectives.RTD_OBJECTIVES:
+      return _describe_masked_lm(tokenizer, original, shown, out)
+    is_replaced = np.asarray(out.corruption.is_replaced)[0]
+    logits = np.asarray(out.main_logits)[0]
   else:
     shown, is_replaced = original, np.zeros_like(original, bool)
     logits = np.asarray(model.apply(variables, batch['input_ids'], batch['token_type_ids'],
@@ -89,6 +96,34 @@ def describe(source: pretrained.Pretrained, text: str, *, corrupt: bool, seed: i
   return '\n'.join(lines)
 
 
+def _describe_masked_lm(tokenizer: tokenizers.Tokenizer, original: np.ndarray,
+                        shown: np.ndarray, out: objectives.PretrainingOutputs) -> str:
+  """The masked LM's table: its guess and p(original) at each masked position."""
+  masked = out.corruption.masked
+  used = np.asarray(masked.weights)[0] > 0
+  positions = np.asarray(masked.positions)[0][used]
+  logits = np.asarray(out.main_logits, np.float64)[0][used]
+  probs = np.exp(logits - logits.max(-1, keepdims=True))
+  probs /= probs.sum(-1, keepdims=True)
+  guesses = dict(zip(positions.tolist(), zip(probs.argmax(-1), probs[np.arange(len(probs)),
+                                                                     original[positions]])))
+  names, originals = tokenizer.tokens(shown), tokenizer.tokens(original)
+  width = max(len(t) for t in names + originals) + 2
+  lines = [f'{"#":>4}  {"input":<{width}}{"original":<{width}}{"guess":<{width}}p(original)']
+  right = 0
+  for i, name in enumerate(names):
+    if i not in guesses:
+      lines.append(f'{i:>4}  {name}')
+      continue
+    guess, p = guesses[i]
+    right += int(guess == original[i])
+    lines.append(f'{i:>4}  {name:<{width}}{originals[i]:<{width}}'
+                 f'{tokenizer.tokens([int(guess)])[0]:<{width}}{p:.3f}')
+  lines.append(f'{len(guesses)} of {len(names)} tokens masked; the network guesses {right} '
+               'of them right')
+  return '\n'.join(lines)
+
+
 def main(argv: list[str]) -> None:
   texts = argv[1:]
   if not texts:
@@ -98,7 +133,7 @@ def main(argv: list[str]) -> None:
     source = pretrained.load(_WORKDIR.value)
     if source.tokenizer is None:
       raise tokenizers.TokenizerError(f'{_WORKDIR.value}: has no tokenizer (vocab.txt)')
-    if 'discriminator_head' not in source.params:
+    if source.objective in objectives.RTD_OBJECTIVES and 'discriminator_head' not in source.params:
       raise config_lib.ConfigError(f'{_WORKDIR.value}: holds no discriminator head (an HF '
                                    'ElectraModel or a fine-tuned model); use a pretraining '
                                    'workdir or an ElectraForPreTraining directory')

@@ -16,9 +16,10 @@ import jax
 import ml_collections
 import numpy as np
 
-from electra_jax import checkpointing, config_lib, hf_interop
+from electra_jax import checkpointing, config_lib, hf_interop, objectives
 from electra_jax.config_lib import EncoderConfig
 from electra_jax.data import tokenizers
+from electra_jax.model import ElectraPretrainingModel, fold_embeddings
 
 
 @dataclasses.dataclass
@@ -27,22 +28,40 @@ class Pretrained:
   discriminator_cfg: EncoderConfig
   # None for an HF discriminator alone, which has no generator.
   generator_cfg: EncoderConfig | None
-  # Our pretraining tree: embeddings (or discriminator_/generator_embeddings),
-  # discriminator, discriminator_head, generator, generator_head; what the
-  # source lacks is absent.
+  # Our pretraining tree (see model.ElectraPretrainingModel): embeddings and/or
+  # discriminator_/generator_embeddings, discriminator, its head
+  # (discriminator_head, or mlm_head and copy_head), generator, generator_head;
+  # what the source lacks is absent.
   params: dict[str, Any]
   tokenizer: tokenizers.Tokenizer | None
   step: int | None  # The pretraining step, for our workdirs.
   config: ml_collections.ConfigDict | None  # The pretraining config, for our workdirs.
 
   @property
-  def untie_embeddings(self) -> bool:
-    return 'embeddings' not in self.params
+  def embedding_sharing(self) -> str:
+    """config.model.embedding_sharing, as the parameters show it."""
+    if 'embeddings' not in self.params:
+      return 'untied'
+    return 'gdes' if 'discriminator_embeddings' in self.params else 'tied'
+
+  @property
+  def objective(self) -> str:
+    """config.objective.name of the pretraining run; an HF directory holds a discriminator."""
+    return self.config.objective.name if self.config is not None else 'electra'
+
+  def pretraining_model(self) -> ElectraPretrainingModel:
+    """The pretraining networks over `params`: those its objective trained."""
+    has_generator = 'generator_head' in self.params
+    return ElectraPretrainingModel(
+        self.generator_cfg if has_generator else None, self.discriminator_cfg,
+        self.embedding_sharing, main_head=objectives.main_head(self.objective),
+        tie_generator=has_generator and 'generator' not in self.params)
 
   def discriminator_params(self) -> dict[str, Any]:
-    """{'embeddings', 'discriminator'}: what a fine-tuned classifier starts from."""
-    embeddings = self.params.get('embeddings', self.params.get('discriminator_embeddings'))
-    return {'embeddings': embeddings, 'discriminator': self.params['discriminator']}
+    """{'embeddings', 'discriminator'}: what a fine-tuned classifier starts from (GDES's
+    residual folded into the embeddings)."""
+    return {'embeddings': fold_embeddings(self.params, 'discriminator'),
+            'discriminator': self.params['discriminator']}
 
 
 def is_workdir(path: str) -> bool:
@@ -63,7 +82,7 @@ def load(path: str, **runtime: Any) -> Pretrained:
 
 def _load_workdir(workdir: str, runtime: dict[str, Any]) -> Pretrained:
   step, params, meta = checkpointing.restore_for_inference(workdir)
-  config = ml_collections.ConfigDict(meta['config'])
+  config = config_lib.with_defaults(meta['config'])
   discriminator = dataclasses.replace(config_lib.discriminator_config(config), **runtime)
   generator = dataclasses.replace(config_lib.generator_config(config), **runtime)
   params = jax.tree.map(np.asarray, params)

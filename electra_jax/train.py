@@ -43,10 +43,14 @@ class TrainState:
 
 
 def build_model(config: ml_collections.ConfigDict) -> ElectraPretrainingModel:
+  """The networks that config.objective trains."""
+  tied = config.model.tie_generator_to_discriminator
   return ElectraPretrainingModel(
-      generator_cfg=config_lib.generator_config(config),
+      generator_cfg=(config_lib.generator_config(config)
+                     if objectives.has_generator_network(config) else None),
       discriminator_cfg=config_lib.discriminator_config(config),
-      untie_embeddings=config.model.untie_embeddings)
+      embedding_sharing=config.model.embedding_sharing,
+      main_head=objectives.main_head(config.objective.name), tie_generator=tied)
 
 
 def _init_params(rng: jax.Array, model: ElectraPretrainingModel,
@@ -180,7 +184,8 @@ def lower_abstract_train_step(config: ml_collections.ConfigDict, mesh: jax.shard
 
 
 def setup_train_step(config: ml_collections.ConfigDict, mesh: jax.sharding.Mesh,
-                     special: tokenizers.SpecialIds) -> tuple[TrainState, Any, NamedSharding, float]:
+                     special: tokenizers.SpecialIds
+                     ) -> tuple[TrainState, Any, NamedSharding, float]:
   """Model, optimizer, sharded initial state and the compiled step, under `mesh`.
 
   Returns (state, compiled train step, batch sharding, compile seconds).
@@ -318,6 +323,12 @@ def _resume_check(workdir: str, config: ml_collections.ConfigDict,
     if meta['tokenizer'].get('sha256') != data.metadata['tokenizer']['sha256']:
       differences['tokenizer'] = (meta['tokenizer'].get('file'),
                                   data.metadata['tokenizer']['file'])
+    if 'objective.name' in differences:
+      saved, now = differences['objective.name']
+      raise config_lib.ConfigError(
+          f'objective.name: {workdir} holds step {step} of objective {saved!r}, which this '
+          f'run of objective {now!r} cannot continue (their networks differ); use a new '
+          'workdir')
     blocking = {k: v for k, v in differences.items()
                 if k in checkpointing.ARCHITECTURE_KEYS or k == 'tokenizer'}
     listed = lambda d: '; '.join(f'{k}: {a!r} -> {b!r}' for k, (a, b) in d.items())
@@ -405,8 +416,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> Train
       logging.info('Resumed at step %d from %s in %.1f s; the input continues at %s',
                    restored.step, manager.directory, restored.seconds, restored.data)
     elif config.checkpoint.init_from:
-      params, source_step = checkpointing.restore_params(config.checkpoint.init_from,
-                                                         _abstract(state))
+      params, source_step = checkpointing.restore_params(
+          config.checkpoint.init_from, _abstract(state), config.objective.name)
       state = state.replace(params=params)
       logging.info('Initialised the parameters from step %d of %s; the optimizer and the '
                    'step start afresh', source_step, config.checkpoint.init_from)

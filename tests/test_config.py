@@ -52,6 +52,11 @@ def test_paper_hyperparameters():
     ('mesh.dcn_data', 0, 'config.mesh.dcn_data'),
     ('model.scan_unroll', 0, 'config.model.scan_unroll'),
     ('model.scan_unroll', 3, 'config.model.scan_unroll'),  # tiny has 2 layers.
+    ('objective.name', 'bert', 'config.objective.name'),
+    ('model.embedding_sharing', 'shared', 'config.model.embedding_sharing'),
+    ('model.generator_layers_fraction', 0.0, 'config.model.generator_layers_fraction'),
+    # One transformer for both needs a full-size generator.
+    ('model.tie_generator_to_discriminator', True, 'config.model.tie_generator_to_discriminator'),
 ])
 def test_bad_values_name_the_key(key, value, expected):
   config = tiny.get_config()

@@ -5,7 +5,6 @@ trainer uses, of a small model over BERT's uncased vocabulary with random
 weights: interop and the CLIs need real files, not a trained model.
 """
 
-import dataclasses
 import json
 import os
 import subprocess
@@ -29,18 +28,35 @@ def _vocab() -> str:
   return str(data_dir() / 'vocab' / 'bert-base-uncased-vocab.txt')
 
 
-def _config():
+def _config(objective='electra', embedding_sharing='tied'):
   config = tiny.get_config()
   config.model.vocab_size = 30522
   config.model.num_layers = 3
+  config.objective.name = objective
+  config.model.embedding_sharing = embedding_sharing
   return config
 
 
 @pytest.fixture(scope='module')
 def workdir(tmp_path_factory) -> str:
+  return _workdir(str(tmp_path_factory.mktemp('workdir')), _config())
+
+
+@pytest.fixture(scope='module')
+def replace_mlm_workdir(tmp_path_factory) -> str:
+  return _workdir(str(tmp_path_factory.mktemp('replace_mlm')), _config('replace_mlm'))
+
+
+@pytest.fixture(scope='module')
+def held_out(tmp_path_factory) -> str:
+  options = prepare.PrepareOptions(corpus=f'wiki:{data_dir()}/wikipedia/AA/wiki_99',
+                                   max_seq_length=64, vocab=_vocab())
+  return prepare.prepare(options, str(tmp_path_factory.mktemp('held_out')), num_workers=1,
+                         progress=False).directory
+
+
+def _workdir(directory: str, config) -> str:
   """A pretraining workdir: a checkpoint at step 7 and the tokenizer, as train writes them."""
-  directory = str(tmp_path_factory.mktemp('workdir'))
-  config = _config()
   tokenizer = tokenizers.copy_tokenizer_file(tokenizers.WordPieceTokenizer(_vocab()),
                                              os.path.join(directory, 'tokenizer'))
   mesh = sharding.make_mesh(config.mesh, jax.devices()[:1])
@@ -146,12 +162,8 @@ def test_predict_shows_each_token(workdir):
   assert 'tokens replaced; the discriminator flags' in result.stdout.strip().splitlines()[-1]
 
 
-def test_evaluate_reports_auc_on_held_out_data(workdir, tmp_path, tiny_tokenizer):
-  options = prepare.PrepareOptions(corpus=f'wiki:{data_dir()}/wikipedia/AA/wiki_99',
-                                   max_seq_length=64, vocab=_vocab())
-  held_out = prepare.prepare(options, str(tmp_path / 'held_out'), num_workers=1,
-                             progress=False)
-  result = _cli('electra_jax.evaluate', f'--workdir={workdir}', f'--data={held_out.directory}',
+def test_evaluate_reports_auc_on_held_out_data(workdir, held_out, tmp_path, tiny_tokenizer):
+  result = _cli('electra_jax.evaluate', f'--workdir={workdir}', f'--data={held_out}',
                 '--num_batches=3')
   assert result.returncode == 0, result.stderr[-3000:]
   last = result.stdout.strip().splitlines()[-1]
@@ -161,9 +173,79 @@ def test_evaluate_reports_auc_on_held_out_data(workdir, tmp_path, tiny_tokenizer
   assert any(name.startswith('events.out.tfevents') for name in os.listdir(workdir))
 
   # Held-out text prepared with another tokenizer is refused.
-  other = prepare.prepare(dataclasses.replace(options, vocab='',
-                                              spm_model=tiny_tokenizer.model_path),
-                          str(tmp_path / 'other'), num_workers=1, progress=False)
+  options = prepare.PrepareOptions(corpus=f'wiki:{data_dir()}/wikipedia/AA/wiki_99',
+                                   max_seq_length=64, spm_model=tiny_tokenizer.model_path)
+  other = prepare.prepare(options, str(tmp_path / 'other'), num_workers=1, progress=False)
   result = _cli('electra_jax.evaluate', f'--workdir={workdir}', f'--data={other.directory}')
   assert result.returncode == 1
   assert 'error: config.model.vocab_size: 30522, but the data in' in result.stderr
+
+
+def _hf_logits(model, ids, mask, types):
+  with torch.no_grad():
+    return model(input_ids=torch.tensor(ids), attention_mask=torch.tensor(mask),
+                 token_type_ids=torch.tensor(types)).logits.numpy()
+
+
+def test_a_masked_lm_objective_exports_its_full_size_network(replace_mlm_workdir, tmp_path):
+  out = tmp_path / 'hf'
+  result = _cli('electra_jax.export', f'--workdir={replace_mlm_workdir}', f'--output={out}',
+                '--generator')
+  assert result.returncode == 0, result.stderr[-3000:]
+  with open(out / 'config.json') as f:
+    assert json.load(f)['architectures'] == ['ElectraForMaskedLM']
+  source = pretrained.load(replace_mlm_workdir)
+  model = source.pretraining_model()
+  ids, mask, types, positions = _inputs()
+  ours_gen, ours_main = model.apply({'params': source.params}, ids, types, mask, positions)
+  hf_main = np.take_along_axis(_hf_logits(
+      transformers.ElectraForMaskedLM.from_pretrained(out).eval(), ids, mask, types),
+      positions[..., None], axis=1)
+  hf_gen = np.take_along_axis(_hf_logits(
+      transformers.ElectraForMaskedLM.from_pretrained(out / 'generator').eval(), ids, mask,
+      types), positions[..., None], axis=1)
+  main_err, gen_err = np.abs(hf_main - ours_main).max(), np.abs(hf_gen - ours_gen).max()
+  print(f'masked-LM export parity: full size {main_err:.2e}, generator {gen_err:.2e}')
+  assert main_err < 1e-4 and gen_err < 1e-4
+  assert np.abs(hf_main - hf_gen).max() > 0.1  # Two different networks.
+
+
+def test_gdes_exports_the_residual_folded_into_one_table(tmp_path):
+  workdir = _workdir(str(tmp_path / 'gdes'), _config(embedding_sharing='gdes'))
+  result = _cli('electra_jax.export', f'--workdir={workdir}', f'--output={tmp_path / "hf"}')
+  assert result.returncode == 0, result.stderr[-3000:]
+  source = pretrained.load(workdir)
+  assert source.embedding_sharing == 'gdes'
+  ids, mask, types, _ = _inputs()
+  model = source.pretraining_model()
+  ours = model.apply({'params': source.params}, ids, types, mask, method=model.discriminator_logits)
+  hf = _hf_logits(transformers.ElectraForPreTraining.from_pretrained(tmp_path / 'hf').eval(),
+                  ids, mask, types)
+  real = mask.astype(bool)
+  assert np.abs(hf - np.asarray(ours))[real].max() < 1e-4
+  # Fine-tuning starts from the same folded table.
+  folded = source.discriminator_params()['embeddings']['word_embeddings']['embedding']
+  np.testing.assert_allclose(
+      folded, source.params['embeddings']['word_embeddings']['embedding']
+      + source.params['discriminator_embeddings']['word_embeddings']['embedding'])
+
+
+def test_evaluate_and_predict_a_masked_lm(replace_mlm_workdir, held_out):
+  result = _cli('electra_jax.evaluate', f'--workdir={replace_mlm_workdir}', f'--data={held_out}',
+                '--num_batches=2')
+  assert result.returncode == 0, result.stderr[-3000:]
+  values = dict(item.split('=') for item in
+                result.stdout.strip().splitlines()[-1].split(': ', 1)[1].split(', '))
+  # The generator's and the full-size masked LM's metrics; no discriminator.
+  assert {'mlm_loss', 'mlm_accuracy', 'sampled_accuracy', 'main_mlm_loss',
+          'main_mlm_accuracy'} == set(values)
+  assert float(values['main_mlm_loss']) > 0
+
+  result = _cli('electra_jax.predict', f'--workdir={replace_mlm_workdir}', '--mask_prob=0.5',
+                'The chef cooked the meal in the old kitchen.')
+  assert result.returncode == 0, result.stderr[-3000:]
+  lines = result.stdout.strip().splitlines()
+  assert lines[0].split() == ['#', 'input', 'original', 'guess', 'p(original)']
+  assert 'tokens masked; the network guesses' in lines[-1]
+  guessed = [line.split() for line in lines[1:-1] if len(line.split()) == 5]
+  assert guessed and all(0 <= float(row[4]) <= 1 for row in guessed)

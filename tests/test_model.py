@@ -141,7 +141,7 @@ def test_gradient_routing():
 
 def test_untied_embeddings_are_separate():
   config = tiny.get_config()
-  config.model.untie_embeddings = True
+  config.model.embedding_sharing = 'untied'
   model = train.build_model(config)
   ids = jnp.full((1, 8), 7, jnp.int32)
   params = jax.eval_shape(model.init, jax.random.key(0), ids, ids * 0, ids * 0 + 1,

@@ -1,0 +1,65 @@
+"""Every objective through the CLI: it trains, resumes bit for bit after SIGKILL, exports,
+and a workdir of one objective is refused as another."""
+
+import random
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from tests.conftest import REPO
+# prepared_tiny is a fixture, used by name.
+from tests.test_checkpointing import (_args, _last_per_step, _logged_steps, _params, _start,
+                                      _wait_for_step, prepared_tiny)
+from tests.test_train import run_main
+
+_STEPS = ('--config.num_train_steps=12', '--config.checkpoint.every_steps=6')
+
+
+@pytest.mark.parametrize('objective, extra', [
+    ('electra_15', ()),
+    ('mlm', ()),
+    ('replace_mlm', ('--config.model.embedding_sharing=gdes',)),
+    ('all_tokens_mlm', ()),
+])
+def test_objective_trains_resumes_exactly_and_exports(tmp_path, prepared_tiny, objective, extra):
+  args = _args(prepared_tiny, *_STEPS, f'--config.objective.name={objective}', *extra)
+  result = run_main(tmp_path / 'a', *args)
+  assert result.returncode == 0, result.stderr[-3000:]
+
+  process, log = _start(tmp_path / 'b', *args)
+  _wait_for_step(process, log, 6)  # Step 6 is saved; the kill comes a moment later.
+  time.sleep(random.uniform(0, 0.5))
+  process.send_signal(signal.SIGKILL)
+  assert process.wait() == -signal.SIGKILL, 'the run finished before it could be killed'
+  print('killed after step', max(_logged_steps(log)))
+  result = run_main(tmp_path / 'b', *args)
+  assert result.returncode == 0, result.stderr[-3000:]
+
+  a, b = _last_per_step(tmp_path / 'a'), _last_per_step(tmp_path / 'b')
+  assert set(a) == set(b) and 'train/loss' in a
+  for tag in a:
+    assert a[tag] == b[tag], tag
+  for x, y in zip(_params(tmp_path / 'a', 12), _params(tmp_path / 'b', 12), strict=True):
+    np.testing.assert_array_equal(x, y)
+
+  exported = subprocess.run(
+      [sys.executable, '-m', 'electra_jax.export', f'--workdir={tmp_path / "a"}',
+       f'--output={tmp_path / "hf"}'], cwd=REPO, capture_output=True, text=True, timeout=300)
+  assert exported.returncode == 0, exported.stderr[-3000:]
+  assert (tmp_path / 'hf' / 'model.safetensors').exists()
+
+  if objective == 'mlm':
+    # Resuming as another objective, or starting from it, is refused, naming both.
+    other = run_main(tmp_path / 'a', *_args(prepared_tiny, '--config.num_train_steps=20'))
+    assert other.returncode == 1
+    assert ("error: objective.name: " in other.stderr and "objective 'mlm'" in other.stderr
+            and "objective 'electra'" in other.stderr), other.stderr[-2000:]
+    other = run_main(tmp_path / 'c', *_args(prepared_tiny, '--config.num_train_steps=2',
+                                            f'--config.checkpoint.init_from={tmp_path / "a"}'))
+    assert other.returncode == 1
+    assert ("was pretrained with objective 'mlm', this run with 'electra'"
+            in other.stderr), other.stderr[-2000:]
