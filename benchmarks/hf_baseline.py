@@ -5,7 +5,8 @@ same process. Made as fair as we can: the same generator and discriminator
 sizes, one embedding module shared by both (as ours), 15% masking with [MASK]
 at 85% of the masked positions, generator logits only at masked positions,
 Gumbel-max sampling without gradient, loss MLM + 50 x BCE, AdamW with the same
-decay mask and clipping, and torch using every core.
+decay mask and clipping; torch uses every core, or the GPU (bf16 autocast for
+bfloat16 configs, torch.compile where it compiles).
 """
 
 import os
@@ -61,11 +62,14 @@ def _mask(ids, attention_mask, obj: objectives.Settings, generator):
   num_to_mask = (attention_mask.sum(1).float() * obj.mask_prob).round().long().clamp(
       1, obj.max_predictions)
   num_to_mask = torch.minimum(num_to_mask, candidates.sum(1))
-  scores = torch.rand(ids.shape, generator=generator).masked_fill(~candidates, -1.0)
+  scores = torch.rand(ids.shape, generator=generator, device=ids.device).masked_fill(
+      ~candidates, -1.0)
   positions = scores.topk(obj.max_predictions, dim=1).indices
-  weights = (torch.arange(obj.max_predictions)[None, :] < num_to_mask[:, None]).float()
+  slots = torch.arange(obj.max_predictions, device=ids.device)
+  weights = (slots[None, :] < num_to_mask[:, None]).float()
   labels = torch.gather(ids, 1, positions)
-  use_mask = torch.rand(positions.shape, generator=generator) < obj.mask_token_prob
+  use_mask = torch.rand(positions.shape, generator=generator,
+                        device=ids.device) < obj.mask_token_prob
   values = torch.where(use_mask, special.mask, labels)
   # Unused slots write the token that is already there.
   values = torch.where(weights > 0, values, labels)
@@ -87,7 +91,8 @@ def pretraining_losses(model: ElectraPair, ids, attention_mask, token_type_ids, 
                                           reduction='none').view(labels.shape)
   mlm_loss = (nll * weights).sum() / weights.sum()
   with torch.no_grad():
-    gumbel = -torch.log(-torch.log(torch.rand(logits.shape, generator=generator) + 1e-9) + 1e-9)
+    uniform = torch.rand(logits.shape, generator=generator, device=logits.device)
+    gumbel = -torch.log(-torch.log(uniform + 1e-9) + 1e-9)
     sampled = (logits.float() / obj.temperature + gumbel).argmax(-1)
     sampled = torch.where(weights > 0, sampled, labels)
   corrupted = ids.scatter(1, positions, sampled)
@@ -140,30 +145,58 @@ def make_optimizer(config, model: ElectraPair) -> tuple[torch.optim.AdamW, list]
 
 def run(config, batch: dict[str, np.ndarray], *, steps: int, warmup: int,
         special: tokenizers.SpecialIds) -> list[float]:
-  """Times `steps` train steps on one fixed batch after `warmup`; returns seconds per step."""
+  """Times `steps` train steps on one fixed batch after `warmup`; returns seconds per step.
+
+  On a CUDA device when torch sees one, with bf16 autocast when the config's
+  activations are bfloat16, and each network under torch.compile when it
+  compiles (eager otherwise); on CPU, eager with every core.
+  """
+  device = 'cuda' if torch.cuda.is_available() else 'cpu'
   torch.set_num_threads(os.cpu_count() or 1)
   torch.manual_seed(config.seed)
-  model = ElectraPair(config).train()
+  model = ElectraPair(config).train().to(device)
   optimizer, params = make_optimizer(config, model)
-  ids = torch.from_numpy(batch['input_ids']).long()
-  attention_mask = torch.from_numpy(batch['attention_mask']).long()
-  token_type_ids = torch.from_numpy(batch['token_type_ids']).long()
-  rng = torch.Generator().manual_seed(config.seed)
+  ids, attention_mask, token_type_ids = (
+      torch.from_numpy(batch[name]).long().to(device)
+      for name in ('input_ids', 'attention_mask', 'token_type_ids'))
+  rng = torch.Generator(device=device).manual_seed(config.seed)
   obj = objectives.Settings.from_config(config, special)
+  autocast = torch.autocast(device, dtype=torch.bfloat16,
+                            enabled=config.model.dtype == 'bfloat16')
+  compiled = device == 'cuda'
+  if compiled:
+    model.generator.electra = torch.compile(model.generator.electra)
+    model.discriminator = torch.compile(model.discriminator)
 
   def step():
-    loss, _ = pretraining_losses(model, ids, attention_mask, token_type_ids, obj=obj,
-                                 generator=rng)
+    with autocast:
+      loss, _ = pretraining_losses(model, ids, attention_mask, token_type_ids, obj=obj,
+                                   generator=rng)
     apply_update(optimizer, params, loss, config.max_grad_norm)
+    if device == 'cuda':
+      torch.cuda.synchronize()
 
-  for _ in range(warmup):
-    step()
+  try:
+    for _ in range(warmup):
+      step()
+  except Exception as e:  # pylint: disable=broad-except (any compiler failure)
+    if not compiled:
+      raise
+    print(f'torch.compile failed ({type(e).__name__}: {str(e)[:200]}); timing eager')
+    model.generator.electra = model.generator.electra._orig_mod  # pylint: disable=protected-access
+    model.discriminator = model.discriminator._orig_mod  # pylint: disable=protected-access
+    compiled = False
+    for _ in range(warmup):
+      step()
   times = []
   for _ in range(steps):
     start = time.perf_counter()
     step()
     times.append(time.perf_counter() - start)
-  print(f'HF transformers {transformers.__version__} / torch {torch.__version__} '
-        f'({torch.get_num_threads()} threads): median step {statistics.median(times) * 1e3:.1f} ms '
-        f'(min {min(times) * 1e3:.1f}, max {max(times) * 1e3:.1f})')
+  where = (f'{torch.cuda.get_device_name()}, {"compiled" if compiled else "eager"}'
+           if device == 'cuda' else f'{torch.get_num_threads()} threads')
+  print(f'HF transformers {transformers.__version__} / torch {torch.__version__} ({where}, '
+        f'{"bf16 autocast" if config.model.dtype == "bfloat16" else "float32"}): median step '
+        f'{statistics.median(times) * 1e3:.1f} ms (min {min(times) * 1e3:.1f}, '
+        f'max {max(times) * 1e3:.1f})')
   return times

@@ -19,6 +19,7 @@ On CPU, MFU is relative to a float32 matmul peak measured in the same run.
 """
 
 import dataclasses
+import json
 import os
 import resource
 import shutil
@@ -54,6 +55,8 @@ _PROFILE_DIR = flags.DEFINE_string('profile_dir', None, 'Also trace 3 steps with
                                    'the compiled step\'s HLO beside it; '
                                    'benchmarks/profile_summary.py reads both.')
 _INPUT_SECONDS = flags.DEFINE_float('input_seconds', 20.0, 'How long to read batches.')
+_RESULTS_JSON = flags.DEFINE_string('results_json', None, 'Also write the figures (and the '
+                                    'baseline\'s) to this JSON file.')
 flags.mark_flags_as_required(['config'])
 
 # The special-token ids of a tokenizer trained by electra_jax.
@@ -131,6 +134,8 @@ def run(config) -> dict[str, float]:
       'compile_s': compile_s,
       **host,
   }
+  if 'peak_bytes_in_use' in stats:
+    figures['peak_bytes'] = stats['peak_bytes_in_use']
   print(f'step time: median {step_s * 1e3:.1f} ms (min {min(times) * 1e3:.1f}, '
         f'max {max(times) * 1e3:.1f}) over {len(times)} steps')
   print(f'{"tokens/s":>12} {"examples/s":>11} {"TFLOP/s":>9} {"MFU":>7} {"peak memory":>13}')
@@ -271,6 +276,10 @@ def main(argv: list[str]) -> None:
     baseline = config.batch_size * config.max_seq_length / statistics.median(times)
     print(f'baseline tokens/s: {baseline:,.0f}')
     print(f'ratio: {ours["tokens_per_s"] / baseline:.2f}')
+    ours['baseline_tokens_per_s'] = baseline
+  if _RESULTS_JSON.value:
+    with open(_RESULTS_JSON.value, 'w') as f:
+      json.dump(ours, f, indent=2)
   if _INPUT_CORPUS.value:
     directory = _INPUT_DIR.value or os.path.join(tempfile.mkdtemp(), 'prepared')
     data = run_input(config, _INPUT_CORPUS.value, directory, _INPUT_SECONDS.value)

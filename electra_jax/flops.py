@@ -88,9 +88,10 @@ def device_peak_flops(device_kind: str) -> float | None:
   return None
 
 
-def measure_matmul_peak(n: int = 2048, repeats: int = 5) -> float:
-  """Best float32 FLOP/s of an n x n x n matmul on this process's first device."""
-  x = jnp.asarray(np.random.default_rng(0).standard_normal((n, n)), jnp.float32)
+def measure_matmul_peak(n: int = 2048, repeats: int = 5, dtype: jnp.dtype = jnp.float32
+                        ) -> float:
+  """Best FLOP/s of an n x n x n matmul of `dtype` on this process's first device."""
+  x = jnp.asarray(np.random.default_rng(0).standard_normal((n, n)), dtype)
   matmul = jax.jit(lambda a, b: a @ b)
   matmul(x, x).block_until_ready()
   best = float('inf')

@@ -1,0 +1,254 @@
+"""The offline GPU suite's stages; benchmarks/accelerator_suite.sh installs the kit and
+runs one per invocation.
+
+  python benchmarks/accelerator_suite.py --stage=env|small|base --kit=DIR --out=DIR [--dry_run]
+
+Each stage writes OUT/STAGE.md: the device, the versions and the commit, then a
+Markdown table of its figures. Every timed variant runs in its own process
+(`python -m electra_jax.benchmark`), so one that fails (out of memory, a kernel
+the device lacks) becomes a row saying so and the stage goes on. --dry_run
+runs each stage on the tiny config for a few steps, on whatever devices there
+are, to check the suite itself.
+"""
+
+import argparse
+import datetime
+import importlib.metadata
+import json
+import os
+import pathlib
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+# The timed variants run in child processes, each taking the GPU's memory as JAX
+# does by default; this process, which only reads the device's name between
+# them, takes none in advance (stage env, which times here, allocates what it uses).
+_CHILD_ENV = dict(os.environ)
+os.environ['XLA_PYTHON_CLIENT_PREALLOCATE'] = 'false'
+# Issue 33's targets on one H100.
+SMALL_TOKENS_PER_S_TARGET = 1.1e6
+BASE_MFU_TARGET = 0.45
+_VERSIONS = ('jax', 'jaxlib', 'flax', 'optax', 'orbax-checkpoint', 'grain', 'ml-collections',
+             'torch', 'transformers')
+
+
+def _commit(kit: pathlib.Path) -> str:
+  """The repository's commit, or the one the kit was built at (a copied tree has no .git)."""
+  try:
+    return subprocess.run(['git', 'rev-parse', '--short', 'HEAD'], cwd=REPO, check=True,
+                          capture_output=True, text=True).stdout.strip()
+  except (OSError, subprocess.CalledProcessError):
+    path = kit / 'commit.txt'
+    return f'{path.read_text().strip()} (the kit\'s)' if path.exists() else 'unknown'
+
+
+def _versions() -> dict[str, str]:
+  versions = {}
+  for name in _VERSIONS:
+    try:
+      versions[name] = importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+      versions[name] = 'absent'
+  return versions
+
+
+def _device() -> str:
+  import jax  # pylint: disable=import-outside-toplevel (after the kit is on the path)
+  devices = jax.devices()
+  return f'{len(devices)} x {devices[0].device_kind} ({devices[0].platform})'
+
+
+def _write(out: pathlib.Path, stage: str, kit: pathlib.Path, body: list[str],
+           dry_run: bool) -> None:
+  versions = ', '.join(f'{k} {v}' for k, v in _versions().items())
+  header = [f'# Stage {stage}{" (dry run)" if dry_run else ""}', '',
+            f'- device: {_device()}', f'- versions: {versions}', f'- commit: {_commit(kit)}',
+            f'- date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC', '']
+  out.mkdir(parents=True, exist_ok=True)
+  text = '\n'.join(header + body) + '\n'
+  (out / f'{stage}.md').write_text(text)
+  print(text)
+
+
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+  return ['| ' + ' | '.join(header) + ' |', '|' + '---|' * len(header),
+          *('| ' + ' | '.join(row) + ' |' for row in rows)]
+
+
+# --- env --------------------------------------------------------------------------------
+
+
+def stage_env(args) -> list[str]:
+  """The devices and a bf16 matmul peak measured now, beside the listed one."""
+  import jax  # pylint: disable=import-outside-toplevel
+  import jax.numpy as jnp  # pylint: disable=import-outside-toplevel
+  from electra_jax import flops  # pylint: disable=import-outside-toplevel
+  size = 512 if args.dry_run else 8192
+  rows = []
+  for dtype in (jnp.bfloat16, jnp.float32):
+    peak = flops.measure_matmul_peak(size, repeats=3 if args.dry_run else 20, dtype=dtype)
+    rows.append([jnp.dtype(dtype).name, f'{size}', f'{peak / 1e12:.3g}'])
+  listed = flops.device_peak_flops(jax.devices()[0].device_kind)
+  return [f'{len(jax.devices())} devices: ' + ', '.join(str(d) for d in jax.devices()), '',
+          *_table(['dtype', 'matmul n', 'measured TFLOP/s'], rows), '',
+          f'Listed bf16 peak per device: {listed / 1e12:.0f} TFLOP/s'
+          if listed else 'No listed peak for this device (MFU uses the measured f32 peak).']
+
+
+# --- small and base: timed variants -----------------------------------------------------
+
+
+def _benchmark(config: str, flags: list[str], args, baseline: bool = False) -> dict | str:
+  """electra_jax.benchmark's figures for one variant, or why it failed."""
+  steps = ['--steps=2', '--warmup=1'] if args.dry_run else ['--steps=30', '--warmup=5']
+  with tempfile.TemporaryDirectory() as tmp:
+    results = os.path.join(tmp, 'results.json')
+    command = [sys.executable, '-m', 'electra_jax.benchmark', f'--config={config}', *flags,
+               *steps, f'--results_json={results}', *(['--baseline=hf'] if baseline else [])]
+    print('$', ' '.join(command), flush=True)
+    done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, env=_CHILD_ENV)
+    sys.stdout.write(done.stdout[-3000:])
+    if done.returncode or not os.path.exists(results):
+      lines = [line for line in done.stderr.strip().splitlines() if line.strip()]
+      reason = re.sub(r'\s+', ' ', lines[-1] if lines else f'exit {done.returncode}')
+      return f'failed: {reason[:160]}'
+    with open(results) as f:
+      return json.load(f)
+
+
+def _variant_rows(config: str, common: list[str], variants: dict[str, list[str]], args,
+                  baseline_variant: str | None = None) -> tuple[list[list[str]], list[dict]]:
+  rows, figures = [], []
+  for name, flags in variants.items():
+    if 'cudnn' in name and args.platform != 'gpu':
+      rows.append([name, 'skipped: cuDNN needs an NVIDIA GPU', '', '', '', ''])
+      continue
+    result = _benchmark(config, common + flags, args, baseline=name == baseline_variant)
+    if isinstance(result, str):
+      rows.append([name, result, '', '', '', ''])
+      continue
+    figures.append({'variant': name, **result})
+    peak = result.get('peak_bytes')
+    rows.append([name, f'{result["tokens_per_s"]:,.0f}', f'{result["mfu"]:.1%}',
+                 f'{result["step_time_s"] * 1e3:.1f}', f'{result["compile_s"]:.1f}',
+                 f'{peak / 2**30:.2f}' if peak else 'n/a'])
+    if 'baseline_tokens_per_s' in result:
+      base = result['baseline_tokens_per_s']
+      rows.append([f'HF transformers (PyTorch), as {name}', f'{base:,.0f}', '', '', '', ''])
+  return rows, figures
+
+
+_HEADER = ['variant', 'tokens/s', 'MFU', 'step ms', 'compile s', 'peak GiB']
+
+
+def _attention_and_remat_variants(layers: int, args) -> dict[str, list[str]]:
+  """The attention implementations, then the scan unrolled and remat on the fused one
+  (cuDNN on a GPU; elsewhere, where cuDNN is skipped, XLA's). A dry run times two:
+  explicit attention, and the fused one with both switches, which exercise every flag."""
+  no_dropout = ['--config.model.attention_dropout_rate=0']
+  fused = 'cudnn' if args.platform == 'gpu' else 'xla'
+  if args.dry_run:
+    return {'explicit attention': ['--config.model.attention_impl=explicit'],
+            f'{fused}, scan unrolled, remat dots_saveable': [
+                f'--config.model.attention_impl={fused}', *no_dropout,
+                f'--config.model.scan_unroll={layers}',
+                '--config.model.remat_policy=dots_saveable']}
+  return {
+      'explicit attention': ['--config.model.attention_impl=explicit'],
+      'xla attention': ['--config.model.attention_impl=xla', *no_dropout],
+      'cudnn attention': ['--config.model.attention_impl=cudnn', *no_dropout],
+      f'{fused}, scan unrolled': [f'--config.model.attention_impl={fused}', *no_dropout,
+                                  f'--config.model.scan_unroll={layers}'],
+      f'{fused}, remat dots_saveable': [f'--config.model.attention_impl={fused}', *no_dropout,
+                                        '--config.model.remat_policy=dots_saveable'],
+  }
+
+
+def _report(intro: str, rows: list[list[str]], figures: list[dict], key: str, target: float,
+            show) -> list[str]:
+  """The stage's text: the intro, the table, and the best variant against the target."""
+  best = max((f[key] for f in figures), default=0)
+  return [intro, '', *_table(_HEADER, rows), '',
+          f'Best: {show(best)} against the target of {show(target)} '
+          f'({"met" if best >= target else "not met"}).']
+
+
+def stage_small(args) -> list[str]:
+  """ELECTRA-Small at its paper batch, 128 x 128 in bf16, and the HF baseline beside it."""
+  if args.dry_run:
+    config, common, layers = 'configs/tiny.py', ['--config.model.dtype=bfloat16'], 2
+  else:
+    config, layers = 'configs/small.py', 12
+    common = ['--config.model.dtype=bfloat16', '--config.batch_size=128']
+  rows, figures = _variant_rows(config, common, _attention_and_remat_variants(layers, args),
+                                args, baseline_variant='explicit attention')
+  intro = (f'`{config}`, bf16 activations, {"a few" if args.dry_run else 30} timed steps '
+           'each (`python -m electra_jax.benchmark`); HF: `benchmarks/hf_baseline.py` on the '
+           'same device.')
+  return _report(intro, rows, figures, 'tokens_per_s', SMALL_TOKENS_PER_S_TARGET,
+                 lambda x: f'{x:,.0f} tokens/s')
+
+
+def _largest_batch(config: str, common: list[str], args) -> int | str:
+  """The largest batch whose step compiles into the device's memory (electra_jax.aot)."""
+  command = [sys.executable, '-m', 'electra_jax.aot', f'--config={config}', *common,
+             '--topology=local', '--find_max_batch']
+  if args.platform == 'cpu':
+    command.append('--device_memory_gib=0.25')  # CPU devices report no limit.
+  print('$', ' '.join(command), flush=True)
+  done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, env=_CHILD_ENV)
+  sys.stdout.write(done.stdout[-3000:])
+  found = re.search(r'largest (?:global )?batch[^0-9]*(\d+)', done.stdout, re.IGNORECASE)
+  if done.returncode or not found:
+    lines = (done.stderr or done.stdout).strip().splitlines()
+    return f'failed: {lines[-1][:160] if lines else done.returncode}'
+  return int(found.group(1))
+
+
+def stage_base(args) -> list[str]:
+  """ELECTRA-Base at sequence 512 in bf16, at the largest batch that fits."""
+  if args.dry_run:
+    config, layers = 'configs/tiny.py', 2
+    common = ['--config.model.dtype=bfloat16', '--config.max_seq_length=128']
+  else:
+    config, layers = 'configs/base.py', 12
+    common = ['--config.model.dtype=bfloat16']
+  variants = _attention_and_remat_variants(layers, args)
+  # The batch that the fused attention fits (on a GPU, cuDNN's: the MFU target's
+  # best case); a variant that needs more memory at it says so in its row.
+  fused = ['--config.model.attention_impl=cudnn', '--config.model.attention_dropout_rate=0']
+  batch = _largest_batch(config, common + (fused if args.platform == 'gpu' else []), args)
+  if isinstance(batch, str):
+    return [f'The largest batch could not be found: {batch}']
+  rows, figures = _variant_rows(config, common + [f'--config.batch_size={batch}'], variants,
+                                args)
+  intro = (f'`{config}`, bf16, sequence {128 if args.dry_run else 512}, batch {batch} (the '
+           'largest whose step fits, `python -m electra_jax.aot --topology=local '
+           '--find_max_batch`).')
+  return _report(intro, rows, figures, 'mfu', BASE_MFU_TARGET, lambda x: f'{x:.1%} MFU')
+
+
+STAGES = {'env': stage_env, 'small': stage_small, 'base': stage_base}
+
+
+def main() -> None:
+  parser = argparse.ArgumentParser(description=__doc__)
+  parser.add_argument('--stage', required=True, choices=sorted(STAGES))
+  parser.add_argument('--kit', type=pathlib.Path, default=REPO / 'accelerator_kit')
+  parser.add_argument('--out', type=pathlib.Path, default=REPO / 'accelerator_results')
+  parser.add_argument('--dry_run', action='store_true')
+  args = parser.parse_args()
+  import jax  # pylint: disable=import-outside-toplevel
+  args.platform = jax.devices()[0].platform
+  start = time.perf_counter()
+  body = STAGES[args.stage](args)
+  body.append(f'\nStage time: {time.perf_counter() - start:.0f} s.')
+  _write(args.out, args.stage, args.kit, body, args.dry_run)
+
+
+if __name__ == '__main__':
+  main()

@@ -1,0 +1,68 @@
+"""The offline GPU kit and suite, end to end on this CPU: the kit is built (wheels from
+the package index, prepared data, GLUE), then every stage's dry run installs from it as
+a GPU node would and writes its table, so the suite cannot rot before it meets a GPU."""
+
+import os
+import pathlib
+import subprocess
+
+import pytest
+
+from tests.conftest import REPO, data_dir
+
+
+def _bash(script: str, **env: str) -> subprocess.CompletedProcess:
+  return subprocess.run(['bash', script], cwd=REPO, capture_output=True, text=True,
+                        timeout=900, env={**os.environ, **env})
+
+
+@pytest.fixture(scope='module')
+def kit(tmp_path_factory) -> pathlib.Path:
+  path = tmp_path_factory.mktemp('kit') / 'kit'
+  built = subprocess.run(['bash', 'benchmarks/accelerator_kit.sh', str(path)], cwd=REPO,
+                         capture_output=True, text=True, timeout=900,
+                         env={**os.environ, 'ELECTRA_JAX_DATA': str(data_dir()),
+                              'WIKI_TRAIN': 'AA/wiki_0[0-1]'})
+  assert built.returncode == 0, built.stderr[-3000:]
+  assert f'kit: {path}, ' in built.stdout
+  return path
+
+
+def test_the_kit_holds_what_a_node_lacks(kit):
+  wheels = sorted(p.name for p in (kit / 'wheels').iterdir())
+  for name in ('ml_collections', 'grain', 'array_record', 'tensorboardx'):
+    assert any(w.lower().startswith(name) for w in wheels), (name, wheels)
+  # The GPU node's Python, whatever this machine runs.
+  assert any('cp312' in w for w in wheels if w.startswith('grain'))
+  for prepared in ('wiki_train', 'wiki_held_out'):
+    assert (kit / 'data' / prepared / 'metadata.json').exists()
+  assert (kit / 'glue' / 'SST-2' / 'dev.tsv').exists()
+  size = sum(p.stat().st_size for p in kit.rglob('*') if p.is_file())
+  assert size < 64 * 2**20
+
+
+def test_every_stage_runs_from_the_kit(kit, tmp_path):
+  out = tmp_path / 'results'
+  for stage in ('env', 'small', 'base'):
+    result = _bash('benchmarks/accelerator_suite.sh', STAGE=stage, KIT=str(kit), OUT=str(out),
+                   SUITE_DRY_RUN='1')
+    assert result.returncode == 0, (stage, result.stderr[-3000:])
+  # Installed from the kit, not from the index.
+  assert (kit / next(p.name for p in kit.iterdir() if p.name.startswith('site-'))
+          / '.installed').exists()
+  env = (out / 'env.md').read_text()
+  assert '| bfloat16 | 512 |' in env and '- commit: ' in env
+  small = (out / 'small.md').read_text()
+  rows = [line.split('|')[1:-1] for line in small.splitlines() if line.startswith('| ')]
+  timed = {row[0].strip(): row[1].strip() for row in rows[1:]}
+  assert float(timed['explicit attention'].replace(',', '')) > 0, small
+  assert float(timed['HF transformers (PyTorch), as explicit attention'].replace(',', '')) > 0
+  assert float(timed['xla, scan unrolled, remat dots_saveable'].replace(',', '')) > 0, small
+  base = (out / 'base.md').read_text()
+  assert 'the largest whose step fits' in base and ' MFU against the target' in base, base
+
+
+def test_the_suite_names_a_missing_kit(tmp_path):
+  result = _bash('benchmarks/accelerator_suite.sh', STAGE='env', KIT=str(tmp_path / 'none'))
+  assert result.returncode == 1
+  assert 'error: no kit at' in result.stderr and 'accelerator_kit.sh' in result.stderr
