@@ -1,7 +1,8 @@
 """The offline GPU suite's stages; benchmarks/accelerator_suite.sh installs the kit and
 runs one per invocation.
 
-  python benchmarks/accelerator_suite.py --stage=env|small|base --kit=DIR --out=DIR [--dry_run]
+  python benchmarks/accelerator_suite.py --stage=env|small|base|quality --kit=DIR --out=DIR \
+      [--dry_run]
 
 Each stage writes OUT/STAGE.md: the device, the versions and the commit, then a
 Markdown table of its figures. Every timed variant runs in its own process
@@ -232,7 +233,115 @@ def stage_base(args) -> list[str]:
   return _report(intro, rows, figures, 'mfu', BASE_MFU_TARGET, lambda x: f'{x:.1%} MFU')
 
 
-STAGES = {'env': stage_env, 'small': stage_small, 'base': stage_base}
+# --- quality: pretrain in resumable chunks, then GLUE -----------------------------------
+
+# The paper's ELECTRA-Small trained for part of its 1M steps (Clark et al. 2020):
+# GLUE dev score at that fraction.
+_PAPER_SMALL_GLUE = {0.0625: 74.1, 0.125: 76.0}
+_PAPER_SMALL_STEPS = 1_000_000
+# The GLUE tasks the kit carries: (folder, dev metric).
+_GLUE = {'cola': ('CoLA', 'mcc'), 'sst-2': ('SST-2', 'accuracy'), 'mrpc': ('MRPC', 'f1'),
+         'wnli': ('WNLI', 'accuracy')}
+
+
+def _latest_step(workdir: pathlib.Path) -> int:
+  steps = [int(p.name) for p in (workdir / 'checkpoints').glob('[0-9]*') if p.name.isdigit()]
+  return max(steps, default=0)
+
+
+def _run(command: list[str], timeout_s: float | None = None,
+         log: pathlib.Path | None = None) -> subprocess.CompletedProcess:
+  """Runs a CLI, appending its stderr to `log`; at `timeout_s` it gets SIGTERM, on which
+  the main job saves its checkpoint and exits (two more minutes are allowed for that)."""
+  print('$', ' '.join(command), flush=True)
+  process = subprocess.Popen(command, cwd=REPO, env=_CHILD_ENV, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+  try:
+    out, err = process.communicate(timeout=timeout_s)
+  except subprocess.TimeoutExpired:
+    process.terminate()
+    try:
+      out, err = process.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+      process.kill()
+      out, err = process.communicate()
+  sys.stdout.write(out[-2000:])
+  sys.stderr.write(err[-2000:])
+  if log is not None:
+    with open(log, 'a') as f:
+      f.write(err)
+  return subprocess.CompletedProcess(command, process.returncode, out, err)
+
+
+def stage_quality(args) -> list[str]:
+  """ELECTRA-Small pretrained on the kit's slice for QUALITY_STEPS, at most
+  QUALITY_MINUTES of pretraining per invocation (SIGTERM makes the main job save), so
+  that jobs of 10 minutes add up; once there, held-out metrics and GLUE (one seed)."""
+  steps = int(os.environ.get('QUALITY_STEPS', 4 if args.dry_run else 62_500))
+  minutes = float(os.environ.get('QUALITY_MINUTES', 8))
+  workdir = args.out / 'quality' / 'pretrain'
+  if args.dry_run:
+    model = ['--config=configs/tiny.py', '--config.model.vocab_size=30522',
+             '--config.max_seq_length=128', '--config.model.max_position_embeddings=128']
+  else:
+    model = ['--config=configs/small.py', '--config.model.dtype=bfloat16']
+    if args.platform == 'gpu':
+      model += ['--config.model.attention_impl=cudnn', '--config.model.attention_dropout_rate=0']
+  start = _latest_step(workdir)
+  workdir.mkdir(parents=True, exist_ok=True)
+  if start < steps:
+    done = _run([sys.executable, '-m', 'electra_jax.main', *model, f'--workdir={workdir}',
+                 f'--config.data.prepared_dir={args.kit / "data" / "wiki_train"}',
+                 f'--config.num_train_steps={steps}', '--config.checkpoint.every_steps=2000',
+                 f'--config.compilation_cache_dir={args.out / "xla_cache"}'],
+                timeout_s=60 * minutes, log=args.out / 'quality' / 'pretrain.log')
+    reached = _latest_step(workdir)
+    if reached < steps:
+      tail = done.stderr.strip().splitlines()[-1:] if done.returncode else []
+      return [f'Pretraining went from step {start} to {reached} of {steps} in this job'
+              f'{" and failed: " + tail[0] if tail else ""}; run STAGE=quality again to '
+              'continue.']
+  figures = _quality_figures(args, workdir, steps, model)
+  return figures
+
+
+def _quality_figures(args, workdir: pathlib.Path, steps: int, model: list[str]) -> list[str]:
+  evaluated = _run([sys.executable, '-m', 'electra_jax.evaluate', f'--workdir={workdir}',
+                    f'--data={args.kit / "data" / "wiki_held_out"}', '--num_batches=8'])
+  held_out = (evaluated.stdout.strip().splitlines() or ['evaluation failed'])[-1]
+  rows = []
+  tasks = os.environ.get('QUALITY_TASKS', ' '.join(_GLUE)).split()
+  for task, (folder, metric) in _GLUE.items():
+    if task not in tasks or not (args.kit / 'glue' / folder).exists():
+      continue
+    run = args.out / 'quality' / f'finetune_step_{steps}' / task
+    if not (run / 'results.json').exists():
+      extra = ['--config.max_train_examples=32', '--config.num_train_epochs=1'] * args.dry_run
+      _run([sys.executable, '-m', 'electra_jax.finetune', f'--task={task}',
+            f'--glue_dir={args.kit / "glue"}', f'--init={workdir}', f'--workdir={run}',
+            '--config.num_seeds=1', *extra])
+    if (run / 'results.json').exists():
+      result = json.loads((run / 'results.json').read_text())
+      rows.append([task, metric, f'{result["median"]["dev"][metric]:.3f}'])
+    else:
+      rows.append([task, metric, 'failed'])
+  batch = 16 if args.dry_run else 128
+  metadata = json.loads((args.kit / 'data' / 'wiki_train' / 'metadata.json').read_text())
+  examples = metadata['counts']['examples']
+  passes = steps * batch / examples
+  fraction = steps / _PAPER_SMALL_STEPS
+  anchors = ', '.join(f'{f:.2%} of training: GLUE {s}' for f, s in _PAPER_SMALL_GLUE.items())
+  return [f'`{model[0].split("=")[1]}` pretrained for {steps:,} steps on the kit\'s slice '
+          f'({steps * batch * 128:,} tokens, {passes:.1f} passes over its '
+          f'{examples:,} examples; {fraction:.2%} of the paper\'s 1M-step '
+          'schedule for Small, which never repeats its data).',
+          '', f'Held-out (`electra_jax.evaluate`, kit `wiki_held_out`): {held_out}', '',
+          *_table(['task', 'dev metric', 'one seed'], rows), '',
+          f'The paper\'s partly trained ELECTRA-Small: {anchors}.']
+
+
+STAGES = {'env': stage_env, 'small': stage_small, 'base': stage_base,
+          'quality': stage_quality}
 
 
 def main() -> None:

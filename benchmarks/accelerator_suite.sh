@@ -2,7 +2,7 @@
 # The offline GPU suite: speed on a GPU node without network, one stage per invocation
 # so that each job stays well under 10 minutes.
 #
-#   STAGE=env|small|base bash benchmarks/accelerator_suite.sh
+#   STAGE=env|small|base|quality bash benchmarks/accelerator_suite.sh
 #
 # Run from the repository root, with the kit that benchmarks/accelerator_kit.sh built
 # beside it (KIT, default accelerator_kit). Each invocation installs the kit's wheels
@@ -17,14 +17,19 @@
 #          and cudnn attention, the scan unrolled, remat dots_saveable, and HF
 #          transformers' PyTorch step on the same device;
 #   base   configs/base.py at 512 in bf16 at the largest batch that fits: the same
-#          variants.
+#          variants;
+#   quality  configs/small.py pretrained on the kit's Wikipedia to QUALITY_STEPS
+#          (default 62,500: 6.25% of the paper's schedule), at most QUALITY_MINUTES
+#          (default 8) per job: rerun it until it reports the held-out metrics and
+#          one GLUE seed per task (OUT/quality holds the workdir between jobs;
+#          QUALITY_TASKS, default 'cola sst-2 mrpc wnli', names the tasks).
 # SUITE_DRY_RUN=1 runs a stage on the tiny config for a few steps on whatever
 # devices there are (a CPU included), installing from the kit the same way: the
 # check that the suite works before it meets a GPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-stage=${STAGE:?usage: STAGE=env|small|base bash benchmarks/accelerator_suite.sh}
+stage=${STAGE:?usage: STAGE=env|small|base|quality bash benchmarks/accelerator_suite.sh}
 kit=${KIT:-accelerator_kit}
 out=${OUT:-accelerator_results}
 if [[ ! -d $kit/wheels ]]; then

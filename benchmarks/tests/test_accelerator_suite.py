@@ -43,9 +43,9 @@ def test_the_kit_holds_what_a_node_lacks(kit):
 
 def test_every_stage_runs_from_the_kit(kit, tmp_path):
   out = tmp_path / 'results'
-  for stage in ('env', 'small', 'base'):
+  for stage in ('env', 'small', 'base', 'quality'):
     result = _bash('benchmarks/accelerator_suite.sh', STAGE=stage, KIT=str(kit), OUT=str(out),
-                   SUITE_DRY_RUN='1')
+                   SUITE_DRY_RUN='1', QUALITY_TASKS='sst-2 mrpc')
     assert result.returncode == 0, (stage, result.stderr[-3000:])
   # Installed from the kit, not from the index.
   assert (kit / next(p.name for p in kit.iterdir() if p.name.startswith('site-'))
@@ -60,6 +60,17 @@ def test_every_stage_runs_from_the_kit(kit, tmp_path):
   assert float(timed['xla, scan unrolled, remat dots_saveable'].replace(',', '')) > 0, small
   base = (out / 'base.md').read_text()
   assert 'the largest whose step fits' in base and ' MFU against the target' in base, base
+  # Quality: 4 steps of pretraining, the held-out metrics and a GLUE seed per task; a
+  # second job with a longer schedule resumes the same workdir from step 4.
+  quality = (out / 'quality.md').read_text()
+  assert 'pretrained for 4 steps' in quality and 'disc_auc=' in quality, quality
+  assert '| sst-2 | accuracy | 0.' in quality and '| mrpc | f1 | ' in quality, quality
+  result = _bash('benchmarks/accelerator_suite.sh', STAGE='quality', KIT=str(kit), OUT=str(out),
+                 SUITE_DRY_RUN='1', QUALITY_STEPS='6', QUALITY_TASKS='wnli')
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert 'Resumed at step 4' in (out / 'quality' / 'pretrain.log').read_text()
+  quality = (out / 'quality.md').read_text()
+  assert 'pretrained for 6 steps' in quality and '| wnli | accuracy | 0.' in quality, quality
 
 
 def test_the_suite_names_a_missing_kit(tmp_path):
