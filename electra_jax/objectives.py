@@ -205,11 +205,14 @@ def main_head(name: str) -> str:
   return 'mlm_copy' if name == 'all_tokens_mlm' else 'mlm'
 
 
+def _generator_network(name: str, uniform_generator: bool) -> bool:
+  """Whether objective `name` samples from a generator network: not BERT's MLM, which
+  samples nothing, nor uniform samples."""
+  return name != 'mlm' and not uniform_generator
+
+
 def has_generator_network(config: ml_collections.ConfigDict) -> bool:
-  """Whether the objective samples from a generator network (not for BERT's MLM, nor
-  for uniform samples)."""
-  o = config.objective
-  return o.name != 'mlm' and not o.uniform_generator
+  return _generator_network(config.objective.name, config.objective.uniform_generator)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -239,7 +242,7 @@ class Settings:
 
   @property
   def generator_network(self) -> bool:
-    return self.name != 'mlm' and not self.uniform_generator
+    return _generator_network(self.name, self.uniform_generator)
 
   @property
   def main_weight(self) -> float:
@@ -299,6 +302,11 @@ def sample_and_corrupt(rng: Array, batch: Batch, masked: MaskedBatch,
                           masked.labels if obj.disallow_correct else None)
   corrupted, is_replaced = corrupt(batch['input_ids'], masked, sampled)
   return Corruption(masked, gen_logits, sampled, corrupted, is_replaced)
+
+
+# One function per objective: the full-size network's pass over the corruption c and its
+# loss, (params, batch, c, dropout key, model, deterministic) -> (loss, metrics,
+# PretrainingOutputs.main_logits).
 
 
 def _electra(params, batch, c, rng, model, deterministic):

@@ -60,10 +60,8 @@ _VARIANTS = {
     'replace_mlm': dict(objective='replace_mlm'),
     'all_tokens_mlm': dict(objective='all_tokens_mlm'),
     'gdes': dict(embedding_sharing='gdes'),
+    # The generator's gradients also reach the full-size encoder it shares.
     'tied_generator': dict(tie_generator_to_discriminator=True, generator_hidden_fraction=1.0),
-    'uniform_disallow': dict(uniform_generator=True, disallow_correct=True),
-    'shallow_generator': dict(objective='replace_mlm', num_layers=2,
-                              generator_layers_fraction=0.5),
 }
 
 
@@ -73,18 +71,18 @@ def test_two_phase_gradients_are_those_of_the_weighted_losses(variant):
   model, params, obj, batch = _setup(config)
   rng = jax.random.key(3)
 
-  def loss(index):
-    return lambda p: objectives.pretraining_losses(p, batch, rng, model=model, obj=obj)[index]
+  def weighted(p):
+    gen_loss, main_loss, _ = objectives.pretraining_losses(p, batch, rng, model=model,
+                                                           obj=obj)
+    return obj.gen_weight * gen_loss + obj.main_weight * main_loss, (gen_loss, main_loss)
 
-  (gen_loss, gen_grads), (main_loss, main_grads), (step_grads, metrics) = jax.jit(lambda p: (
-      jax.value_and_grad(loss(0))(p), jax.value_and_grad(loss(1))(p),
+  # One jit, and one backward pass for the weighted sum: compiling is the cost here.
+  ((loss, (gen_loss, main_loss)), expected), (step_grads, metrics) = jax.jit(lambda p: (
+      jax.value_and_grad(weighted, has_aux=True)(p),
       objectives.pretraining_gradients(p, batch, rng, model=model, obj=obj)))(params)
-  expected = jax.tree.map(lambda g, m: obj.gen_weight * g + obj.main_weight * m,
-                          gen_grads, main_grads)
   for got, want in zip(jax.tree.leaves(step_grads), jax.tree.leaves(expected), strict=True):
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
-  np.testing.assert_allclose(metrics['loss'], obj.gen_weight * gen_loss
-                             + obj.main_weight * main_loss, rtol=1e-6)
+  np.testing.assert_allclose(metrics['loss'], loss, rtol=1e-6)
   assert float(main_loss) > 0
   assert (float(gen_loss) > 0) == obj.generator_network
 
