@@ -214,10 +214,10 @@ def test_failed_saves_are_reported_and_keep_the_previous_checkpoint(tmp_path, ru
     assert re.search(rf'saving the checkpoint of step {step} in .* failed \(.*File too large',
                      result.stderr)
     assert f'Saved the checkpoint of step {step} ' not in result.stderr
-  # Orbax's dying writer threads may print after it, so the line is searched for.
-  error = [line for line in result.stderr.splitlines() if line.startswith('error: ')]
-  assert error[0].startswith('error: saving the checkpoint of step 40') and (
-      'the newest valid checkpoint is step 20' in error[0])
+  # Orbax's dying writer threads may print around it, even on the same line, so the
+  # message is searched for anywhere.
+  assert re.search(r'error: saving the checkpoint of step 40.*the newest valid checkpoint is '
+                   r'step 20', result.stderr), result.stderr[-3000:]
   assert max(int(s) for s in os.listdir(workdir / 'checkpoints') if s.isdigit()) == 20
 
   # With space again, the run resumes from 20 and redoes the same steps.
