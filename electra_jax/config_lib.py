@@ -16,7 +16,7 @@ _ATTENTION_IMPLS = ('explicit', 'xla', 'cudnn')
 _HEAD_DIM = 64  # Every ELECTRA size uses 64-dimensional attention heads.
 # config.objective.name's values; electra_jax/objectives.py defines each.
 OBJECTIVES = ('electra', 'electra_15', 'mlm', 'replace_mlm', 'all_tokens_mlm')
-EMBEDDING_SHARING = ('tied', 'untied', 'gdes')  # model.EMBEDDING_SHARING
+EMBEDDING_SHARING = ('tied', 'untied', 'gdes')  # model.ElectraPretrainingModel's
 
 
 class ConfigError(ValueError):

@@ -296,9 +296,6 @@ class DiscriminatorHead(nn.Module):
 
 
 MAIN_HEADS = ('discriminator', 'mlm', 'mlm_copy')
-# How the generator and discriminator share embeddings: one module ('tied', the
-# released code), one each ('untied'), or 'gdes' (see Embeddings).
-EMBEDDING_SHARING = ('tied', 'untied', 'gdes')
 
 
 class ElectraPretrainingModel(nn.Module):
@@ -315,7 +312,9 @@ class ElectraPretrainingModel(nn.Module):
   """
   generator_cfg: EncoderConfig | None
   discriminator_cfg: EncoderConfig
-  embedding_sharing: str = 'tied'  # EMBEDDING_SHARING
+  # config_lib.EMBEDDING_SHARING: one module ('tied', the released code), one each
+  # ('untied'), or 'gdes' (see Embeddings).
+  embedding_sharing: str = 'tied'
   main_head: str = 'discriminator'
   tie_generator: bool = False
 
