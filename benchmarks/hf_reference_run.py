@@ -20,14 +20,13 @@ come from torch's generator, not jax.random.
 import collections
 import os
 
-from absl import app
 from absl import flags
 import numpy as np
 import torch
 from ml_collections import config_flags
 
 from benchmarks import hf_baseline
-from electra_jax import objectives, optim
+from electra_jax import cli, objectives, optim
 from electra_jax.data import pipeline, shards
 
 _CONFIG = config_flags.DEFINE_config_file('config', None, 'Path to a config file.',
@@ -37,8 +36,7 @@ _LOG_EVERY = flags.DEFINE_integer('log_every', 50, 'Steps per printed window.')
 
 
 def main(argv: list[str]) -> None:
-  if len(argv) > 1:
-    raise app.UsageError(f'Unexpected arguments: {argv[1:]}')
+  del argv  # cli.run refuses words that are not flags.
   config = _CONFIG.value
   data = shards.PreparedData.load(config.data.prepared_dir)
   pipeline.check_compatible(data, config)
@@ -73,4 +71,4 @@ def main(argv: list[str]) -> None:
 
 if __name__ == '__main__':
   flags.mark_flags_as_required(['config'])
-  app.run(main)
+  cli.run(main)

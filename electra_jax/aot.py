@@ -21,17 +21,16 @@ import dataclasses
 import math
 import os
 import re
-import sys
 import time
 from typing import Any, Callable
 
-from absl import app, flags, logging
+from absl import flags, logging
 import jax
 from jax.experimental import topologies
 import ml_collections
 from ml_collections import config_flags
 
-from electra_jax import config_lib, flops, sharding, train
+from electra_jax import cli, config_lib, errors, flops, sharding, train
 from electra_jax.data import tokenizers
 
 _CONFIG = config_flags.DEFINE_config_file('config', None, 'A config in configs/.',
@@ -67,7 +66,7 @@ GENERATIONS = {
 }
 
 
-class TopologyError(ValueError):
+class TopologyError(errors.UserError):
   """A slice name that is not one of Cloud TPU's."""
 
 
@@ -355,8 +354,7 @@ def report(config: ml_collections.ConfigDict, target: Target, compiled: Compiled
 
 
 def main(argv: list[str]) -> None:
-  if len(argv) > 1:
-    raise app.UsageError(f'Unexpected arguments: {argv[1:]}')
+  del argv  # cli.run refuses words that are not flags.
   config = _CONFIG.value
   fixes = ('lower config.batch_size, shard parameters (config.mesh.fsdp=-1) or set '
            'config.model.remat_policy=full')
@@ -371,24 +369,23 @@ def main(argv: list[str]) -> None:
     if _FIND_MAX_BATCH.value:
       compiled = find_max_batch(config, target.devices, target.bytes_per_device)
       if compiled is None:
-        sys.exit(f'error: {config.max_seq_length}-token examples do not fit on {target.name} '
-                 'at any batch size with this mesh; shard more (config.mesh.fsdp=-1) or remat '
-                 '(config.model.remat_policy=full)')
+        raise errors.UserError(
+            f'{config.max_seq_length}-token examples do not fit on {target.name} at any batch '
+            'size with this mesh; shard more (config.mesh.fsdp=-1) or remat '
+            '(config.model.remat_policy=full)')
       print(report(config, target, compiled))
       print(f'largest batch that fits: {compiled.batch_size}')
       return
     compiled = compile_step(config, target.devices)
   except DoesNotFit as e:
-    sys.exit(f'error: does not fit on {target.name}: {e}; {fixes}')
-  except (config_lib.ConfigError, TopologyError, ValueError) as e:
-    sys.exit(f'error: {e}')
+    raise errors.UserError(f'does not fit on {target.name}: {e}; {fixes}') from e
   print(report(config, target, compiled))
   if compiled.bytes_per_device > target.bytes_per_device:
-    sys.exit(f'error: does not fit: {compiled.bytes_per_device / _GIB:.2f} GiB per '
-             f'{target.unit} needed, {_gib(target.bytes_per_device)} GiB available on '
-             f'{target.name}; {fixes}')
+    raise errors.UserError(f'does not fit: {compiled.bytes_per_device / _GIB:.2f} GiB per '
+                           f'{target.unit} needed, {_gib(target.bytes_per_device)} GiB '
+                           f'available on {target.name}; {fixes}')
   print('fits')
 
 
 if __name__ == '__main__':
-  app.run(main)
+  cli.run(main)

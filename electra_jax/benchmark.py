@@ -27,12 +27,12 @@ import statistics
 import tempfile
 import time
 
-from absl import app, flags
+from absl import flags
 import jax
 from ml_collections import config_flags
 import numpy as np
 
-from electra_jax import checkpointing, config_lib, flops, sharding, train
+from electra_jax import checkpointing, cli, config_lib, errors, flops, sharding, train
 from electra_jax.data import pipeline, prepare, tokenizers
 
 _CONFIG = config_flags.DEFINE_config_file('config', None, 'Path to a config file.',
@@ -233,7 +233,7 @@ def time_checkpoints(config, state, step, batch, workdir: str,
 def run_input(config, corpus: str, directory: str, seconds: float) -> dict[str, float]:
   """Prepares `corpus` into `directory`, then reads batches for `seconds`."""
   if os.path.exists(directory):
-    raise ValueError(f'--input_dir={directory} exists; the preparation benchmark needs a '
+    raise errors.UserError(f'--input_dir={directory} exists; the preparation benchmark needs a '
                      'fresh directory')
   workers = config.data.prepare_workers or os.cpu_count() or 1
   options = dataclasses.replace(prepare.PrepareOptions.from_config(config), corpus=corpus)
@@ -264,9 +264,7 @@ def run_input(config, corpus: str, directory: str, seconds: float) -> dict[str, 
 
 
 def main(argv: list[str]) -> None:
-  if len(argv) > 1:
-    raise app.UsageError(f'Unexpected arguments: {argv[1:]}')
-  checkpointing.hide_orbax_info_logs()
+  del argv  # cli.run refuses words that are not flags.
   config = _CONFIG.value
   ours = run(config)
   if _BASELINE.value == 'hf':
@@ -288,4 +286,4 @@ def main(argv: list[str]) -> None:
 
 
 if __name__ == '__main__':
-  app.run(main)
+  cli.run(main)

@@ -20,7 +20,6 @@ import dataclasses
 import errno
 import functools
 import json
-import logging as std_logging
 import os
 import time
 from typing import Any
@@ -32,7 +31,7 @@ import ml_collections
 import orbax.checkpoint as ocp
 from orbax.checkpoint.checkpoint_managers import preservation_policy, save_decision_policy
 
-from electra_jax import config_lib
+from electra_jax import config_lib, errors
 
 # Config keys that fix the parameters' shapes and meaning: a checkpoint from a
 # config that differs in one of them cannot continue under this config.
@@ -44,20 +43,7 @@ ARCHITECTURE_KEYS = (
 )
 
 
-class _HideOrbaxInfo(std_logging.Filter):
-
-  def filter(self, record: std_logging.LogRecord) -> bool:
-    return (record.levelno >= std_logging.WARNING or f'{os.sep}orbax{os.sep}' not in
-            record.pathname or logging.get_verbosity() >= logging.DEBUG)
-
-
-def hide_orbax_info_logs() -> None:
-  """Hides orbax's INFO lines (dozens per checkpoint, burying the training log)
-  unless --verbosity=1 or more; its warnings and errors always show."""
-  logging.get_absl_handler().addFilter(_HideOrbaxInfo())
-
-
-class CheckpointError(RuntimeError):
+class CheckpointError(errors.UserError):
   """No usable checkpoint where one was expected, or one from another config."""
 
 

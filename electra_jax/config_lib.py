@@ -10,6 +10,8 @@ from typing import Any
 
 import ml_collections
 
+from electra_jax import errors
+
 _DTYPES = ('float32', 'bfloat16')
 _REMAT_POLICIES = ('none', 'full', 'dots_saveable')
 _ATTENTION_IMPLS = ('explicit', 'xla', 'cudnn')
@@ -19,7 +21,7 @@ OBJECTIVES = ('electra', 'electra_15', 'mlm', 'replace_mlm', 'all_tokens_mlm')
 EMBEDDING_SHARING = ('tied', 'untied', 'gdes')  # model.ElectraPretrainingModel's
 
 
-class ConfigError(ValueError):
+class ConfigError(errors.UserError):
   """A config value is invalid; the message names the key and the fix."""
 
 

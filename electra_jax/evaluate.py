@@ -12,14 +12,11 @@ defaults to the run's config.eval.prepared_dir; it must be prepared with the
 run's tokenizer.
 """
 
-import sys
 
-from absl import app, flags, logging
+from absl import flags
 import jax
 
-from electra_jax import (checkpointing, config_lib, evaluation, metric_writer, pretrained,
-                         sharding, train)
-from electra_jax.data import shards, tokenizers
+from electra_jax import cli, config_lib, evaluation, metric_writer, pretrained, sharding, train
 
 _WORKDIR = flags.DEFINE_string('workdir', None, 'A pretraining workdir.')
 _DATA = flags.DEFINE_string('data', None, 'Held-out prepared data (default: the run\'s '
@@ -52,15 +49,8 @@ def run(workdir: str, data_dir: str | None, num_batches: int | None) -> dict[str
 
 
 def main(argv: list[str]) -> None:
-  if len(argv) > 1:
-    raise app.UsageError(f'Unexpected arguments: {argv[1:]}')
-  checkpointing.hide_orbax_info_logs()
-  try:
-    results = run(_WORKDIR.value, _DATA.value, _NUM_BATCHES.value)
-  except (config_lib.ConfigError, checkpointing.CheckpointError, shards.DataDirError,
-          tokenizers.TokenizerError, FileNotFoundError) as e:
-    logging.error('%s', e)
-    sys.exit(f'error: {e}')
+  del argv  # cli.run refuses words that are not flags.
+  results = run(_WORKDIR.value, _DATA.value, _NUM_BATCHES.value)
   step = results.pop('step')
   for name, value in results.items():
     print(f'{name:>18}: {value:.4f}' if name != 'tokens' else f'{name:>18}: {value:,.0f}')
@@ -69,4 +59,4 @@ def main(argv: list[str]) -> None:
 
 
 if __name__ == '__main__':
-  app.run(main)
+  cli.run(main)

@@ -18,11 +18,10 @@ back out (a lossless round trip).
 import json
 import os
 import shutil
-import sys
 
-from absl import app, flags, logging
+from absl import flags, logging
 
-from electra_jax import checkpointing, config_lib, hf_interop, objectives, pretrained
+from electra_jax import cli, config_lib, hf_interop, objectives, pretrained
 from electra_jax.data import tokenizers
 
 _WORKDIR = flags.DEFINE_string('workdir', None, 'A pretraining workdir (or an HF directory).')
@@ -82,20 +81,13 @@ def export(source: pretrained.Pretrained, output: str, *, generator: bool = Fals
 
 
 def main(argv: list[str]) -> None:
-  if len(argv) > 1:
-    raise app.UsageError(f'Unexpected arguments: {argv[1:]}')
-  checkpointing.hide_orbax_info_logs()
-  try:
-    source = pretrained.load(_WORKDIR.value)
-    written = export(source, _OUTPUT.value, generator=_GENERATOR.value)
-  except (config_lib.ConfigError, checkpointing.CheckpointError, tokenizers.TokenizerError,
-          hf_interop.HFCheckpointError, FileNotFoundError) as e:
-    logging.error('%s', e)
-    sys.exit(f'error: {e}')
+  del argv  # cli.run refuses words that are not flags.
+  source = pretrained.load(_WORKDIR.value)
+  written = export(source, _OUTPUT.value, generator=_GENERATOR.value)
   step = f' (step {source.step})' if source.step is not None else ''
   for directory in written:
     print(f'wrote {directory}{step}')
 
 
 if __name__ == '__main__':
-  app.run(main)
+  cli.run(main)

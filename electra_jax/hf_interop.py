@@ -22,13 +22,14 @@ import numpy as np
 from safetensors import numpy as safetensors_numpy
 
 from configs import common
+from electra_jax import errors
 from electra_jax.config_lib import EncoderConfig
 from electra_jax.model import fold_embeddings
 
 StateDict = Mapping[str, np.ndarray]
 
 
-class HFCheckpointError(ValueError):
+class HFCheckpointError(errors.UserError):
   """An HF directory that cannot be read as ELECTRA; the message names the file and the fix."""
 
 

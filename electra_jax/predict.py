@@ -19,12 +19,12 @@ probability it gives the original token.
 
 import sys
 
-from absl import app, flags, logging
+from absl import flags
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from electra_jax import checkpointing, config_lib, hf_interop, objectives, pretrained
+from electra_jax import cli, config_lib, errors, objectives, pretrained
 from electra_jax.data import tokenizers
 
 _WORKDIR = flags.DEFINE_string('workdir', None, 'A pretraining workdir or an HF directory.')
@@ -127,27 +127,21 @@ def _describe_masked_lm(tokenizer: tokenizers.Tokenizer, original: np.ndarray,
 def main(argv: list[str]) -> None:
   texts = argv[1:]
   if not texts:
-    raise app.UsageError('Give one or more texts to examine, each as one argument')
-  checkpointing.hide_orbax_info_logs()
-  try:
-    source = pretrained.load(_WORKDIR.value)
-    if source.tokenizer is None:
-      raise tokenizers.TokenizerError(f'{_WORKDIR.value}: has no tokenizer (vocab.txt)')
-    if source.objective in objectives.RTD_OBJECTIVES and 'discriminator_head' not in source.params:
-      raise config_lib.ConfigError(f'{_WORKDIR.value}: holds no discriminator head (an HF '
-                                   'ElectraModel or a fine-tuned model); use a pretraining '
-                                   'workdir or an ElectraForPreTraining directory')
-    if _CORRUPT.value and source.config is None:
-      raise config_lib.ConfigError('--corrupt needs the generator, which only pretraining '
-                                   'workdirs keep')
-  except (config_lib.ConfigError, checkpointing.CheckpointError, tokenizers.TokenizerError,
-          hf_interop.HFCheckpointError, FileNotFoundError) as e:
-    logging.error('%s', e)
-    sys.exit(f'error: {e}')
+    raise errors.UserError('give one or more texts to examine, each as one argument')
+  source = pretrained.load(_WORKDIR.value)
+  if source.tokenizer is None:
+    raise tokenizers.TokenizerError(f'{_WORKDIR.value}: has no tokenizer (vocab.txt)')
+  if source.objective in objectives.RTD_OBJECTIVES and 'discriminator_head' not in source.params:
+    raise config_lib.ConfigError(f'{_WORKDIR.value}: holds no discriminator head (an HF '
+                                 'ElectraModel or a fine-tuned model); use a pretraining '
+                                 'workdir or an ElectraForPreTraining directory')
+  if _CORRUPT.value and source.config is None:
+    raise config_lib.ConfigError('--corrupt needs the generator, which only pretraining '
+                                 'workdirs keep')
   for text in texts:
     print(describe(source, text, corrupt=_CORRUPT.value, seed=_SEED.value,
                    mask_prob=_MASK_PROB.value, color=sys.stdout.isatty()))
 
 
 if __name__ == '__main__':
-  app.run(main)
+  cli.run(main, takes_arguments=True)

@@ -13,12 +13,12 @@ metadata.json.
 
 import dataclasses
 import os
-import sys
 
-from absl import app, flags
+from absl import flags
 from ml_collections import config_flags
 
 from configs import common
+from electra_jax import cli
 from electra_jax.data import prepare
 
 _CONFIG = config_flags.DEFINE_config_file(
@@ -40,8 +40,7 @@ flags.mark_flags_as_required(['corpus', 'output_dir'])
 
 
 def main(argv: list[str]) -> None:
-  if len(argv) > 1:
-    raise app.UsageError(f'Unexpected arguments: {argv[1:]}')
+  del argv  # cli.run refuses words that are not flags.
   config = _CONFIG.value
   with config.unlocked():
     config.data.corpus = _CORPUS.value
@@ -54,13 +53,10 @@ def main(argv: list[str]) -> None:
   options = prepare.PrepareOptions.from_config(config)
   # The command line names its tokenizer explicitly; no size is implied.
   options = dataclasses.replace(options, spm_vocab_size=_SPM_VOCAB_SIZE.value or 0)
-  try:
-    data = prepare.prepare(options, _OUTPUT_DIR.value, num_workers=_NUM_WORKERS.value,
-                           max_position_embeddings=config.model.max_position_embeddings)
-  except prepare.INPUT_ERRORS as e:
-    sys.exit(f'error: {e}')
+  data = prepare.prepare(options, _OUTPUT_DIR.value, num_workers=_NUM_WORKERS.value,
+                         max_position_embeddings=config.model.max_position_embeddings)
   print(prepare.summary(data))
 
 
 if __name__ == '__main__':
-  app.run(main)
+  cli.run(main)

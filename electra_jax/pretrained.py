@@ -16,7 +16,7 @@ import jax
 import ml_collections
 import numpy as np
 
-from electra_jax import checkpointing, config_lib, hf_interop, objectives
+from electra_jax import checkpointing, config_lib, errors, hf_interop, objectives
 from electra_jax.config_lib import EncoderConfig
 from electra_jax.data import tokenizers
 from electra_jax.model import ElectraPretrainingModel, fold_embeddings
@@ -76,8 +76,8 @@ def load(path: str, **runtime: Any) -> Pretrained:
     return _load_workdir(path, runtime)
   if os.path.exists(os.path.join(path, 'config.json')):
     return _load_hf(path, runtime)
-  raise FileNotFoundError(f'{path}: neither a pretraining workdir (no checkpoints/) nor an HF '
-                          'model directory (no config.json)')
+  raise errors.UserError(f'{path}: neither a pretraining workdir (no checkpoints/) nor an HF '
+                         'model directory (no config.json)')
 
 
 def _load_workdir(workdir: str, runtime: dict[str, Any]) -> Pretrained:

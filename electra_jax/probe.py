@@ -10,20 +10,20 @@ tokens, then a line naming the best probe. See electra_jax/finetune/probe.py.
 
 import json
 
-from absl import app, flags
+from absl import flags
 
-from electra_jax.finetune import cli, glue, probe
+from electra_jax import cli
+from electra_jax.finetune import cli as task_flags, glue, probe
 
-_FLAGS = cli.define_task_flags('configs/finetune.py[:small|base|large]: its data settings '
+_FLAGS = task_flags.define_task_flags('configs/finetune.py[:small|base|large]: its data settings '
                                'and random_init.')
 _OUTPUT = flags.DEFINE_string('output', None, 'Also write the results to this JSON file.')
 
 
 def main(argv: list[str]) -> None:
-  if len(argv) > 1:
-    raise app.UsageError(f'Unexpected arguments: {argv[1:]}')
-  results = cli.run(probe.probe, _FLAGS.config.value, _FLAGS.task.value,
-                    _FLAGS.glue_dir.value, _FLAGS.init.value)
+  del argv  # cli.run refuses words that are not flags.
+  results = probe.probe(_FLAGS.config.value, _FLAGS.task.value, _FLAGS.glue_dir.value,
+                        _FLAGS.init.value)
   if _OUTPUT.value:
     with open(_OUTPUT.value, 'w') as f:
       json.dump(results, f, indent=1)
@@ -37,4 +37,4 @@ def main(argv: list[str]) -> None:
 
 
 if __name__ == '__main__':
-  app.run(main)
+  cli.run(main)

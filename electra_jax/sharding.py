@@ -11,6 +11,8 @@ from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec
 import ml_collections
 import numpy as np
 
+from electra_jax import config_lib
+
 MESH_AXES = ('data', 'fsdp', 'tensor')
 
 LogicalRules = Sequence[tuple[str, Any]]
@@ -28,19 +30,21 @@ def make_mesh(mesh_config: ml_collections.ConfigDict,
   devices = list(jax.devices() if devices is None else devices)
   dcn = [mesh_config[f'dcn_{axis}'] for axis in MESH_AXES]
   if len(devices) % math.prod(dcn):
-    raise ValueError(f'config.mesh: dcn sizes {dict(zip(MESH_AXES, dcn))} do not divide '
-                     f'{len(devices)} devices')
+    raise config_lib.ConfigError(f'config.mesh: dcn sizes {dict(zip(MESH_AXES, dcn))} do not '
+                                 f'divide {len(devices)} devices')
   per_slice = len(devices) // math.prod(dcn)
   sizes = [mesh_config[axis] for axis in MESH_AXES]
   known = math.prod(s for s in sizes if s != -1)
   if -1 in sizes:
     if per_slice % known:
-      raise ValueError(f'config.mesh: {dict(zip(MESH_AXES, sizes))} cannot fill '
-                       f'{per_slice} devices per slice; the fixed axes must divide that count')
+      raise config_lib.ConfigError(f'config.mesh: {dict(zip(MESH_AXES, sizes))} cannot fill '
+                                   f'{per_slice} devices per slice; the fixed axes must divide '
+                                   'that count')
     sizes[sizes.index(-1)] = per_slice // known
   if math.prod(sizes) != per_slice:
-    raise ValueError(f'config.mesh: {dict(zip(MESH_AXES, sizes))} needs {math.prod(sizes)} '
-                     f'devices per slice but {per_slice} are available; set one axis to -1')
+    raise config_lib.ConfigError(f'config.mesh: {dict(zip(MESH_AXES, sizes))} needs '
+                                 f'{math.prod(sizes)} devices per slice but {per_slice} are '
+                                 'available; set one axis to -1')
   axis_types = (AxisType.Auto,) * len(MESH_AXES)
   if math.prod(dcn) == 1:
     return jax.make_mesh(tuple(sizes), MESH_AXES, axis_types=axis_types, devices=devices)

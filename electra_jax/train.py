@@ -23,7 +23,7 @@ import ml_collections
 import numpy as np
 import optax
 
-from electra_jax import (checkpointing, config_lib, evaluation, flops, metric_writer, objectives,
+from electra_jax import (checkpointing, config_lib, errors, evaluation, flops, metric_writer, objectives,
                          optim, sharding)
 from electra_jax.data import pipeline, shards, tokenizers
 from electra_jax.model import ElectraPretrainingModel
@@ -227,8 +227,9 @@ class _ThroughputMeter:
             'mfu': steps * self._flops / seconds / self._peak}
 
 
-class TrainingStopped(RuntimeError):
+class TrainingStopped(errors.UserError):
   """The run stopped early for a reason the user must see (divergence, failed saves)."""
+  exit_status = 1
 
 
 class _NonfiniteStreak:

@@ -178,7 +178,7 @@ def test_compiles_and_fits(compiles, name, header):
 
 def test_a_step_that_cannot_fit_is_reported(compiles):
   result = compiles['base_v5e_1_batch_512']
-  assert result.returncode == 1
+  assert result.returncode == 2
   assert result.stderr.strip().splitlines()[-1].startswith(
       'error: does not fit on v5e-1: RESOURCE_EXHAUSTED'), result.stderr[-3000:]
 
@@ -203,7 +203,7 @@ def test_local_devices_compile_against_the_memory_given():
 
 def test_local_devices_that_report_no_memory_need_a_figure():
   result = _local_aot()  # A CPU reports no memory limit; a GPU's is its allocator's.
-  assert result.returncode == 1
+  assert result.returncode == 2
   assert result.stderr.strip().splitlines()[-1] == (
       'error: --topology=local: the cpu devices report no memory limit; give one with '
       '--device_memory_gib=N')
@@ -212,6 +212,6 @@ def test_local_devices_that_report_no_memory_need_a_figure():
 def test_local_search_reports_when_no_batch_fits():
   # 5 MiB per device: less than tiny's replicated parameters and Adam state (0.01 GiB).
   result = _local_aot('--device_memory_gib=0.005', '--find_max_batch')
-  assert result.returncode == 1
+  assert result.returncode == 2
   assert result.stderr.strip().splitlines()[-1].startswith(
       'error: 64-token examples do not fit on local at any batch size'), result.stderr[-3000:]

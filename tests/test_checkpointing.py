@@ -183,7 +183,7 @@ def test_damaged_checkpoints_fall_back_and_never_restart_silently(tmp_path, run_
     if name.isdigit():
       shutil.rmtree(workdir / 'checkpoints' / name / 'state')
   result = run_main(workdir, *_args(prepared_tiny, '--config.num_train_steps=40'))
-  assert result.returncode == 1
+  assert result.returncode == 2
   assert 'no checkpoint could be restored' in result.stderr.strip().splitlines()[-1]
   assert not any(name.isdigit() for name in os.listdir(workdir / 'checkpoints'))
 
@@ -252,7 +252,7 @@ def test_config_changes_and_init_from(tmp_path, run_a, prepared_tiny):
   shutil.copytree(run_a, workdir)
   result = run_main(workdir, *_args(prepared_tiny, '--config.num_train_steps=40',
                                     '--config.model.hidden_size=64'))
-  assert result.returncode == 1
+  assert result.returncode == 2
   last = result.stderr.strip().splitlines()[-1]
   assert 'model.hidden_size: 128 -> 64' in last and 'allow_config_change=true' in last
 

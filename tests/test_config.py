@@ -76,7 +76,7 @@ def _main(*args):
 
 def test_cli_unknown_key(tmp_path):
   result = _main(f'--workdir={tmp_path}', '--config.model.no_such_key=3')
-  assert result.returncode != 0
+  assert result.returncode == 2
   assert '--config.model.no_such_key: no such config key' in result.stderr
   assert 'Traceback' not in result.stderr
 
@@ -84,7 +84,7 @@ def test_cli_unknown_key(tmp_path):
 def test_cli_bad_value(tmp_path, wiki_glob):
   result = _main(f'--workdir={tmp_path}', f'--config.data.corpus={wiki_glob}',
                  '--config.objective.mask_prob=0')
-  assert result.returncode != 0
+  assert result.returncode == 2
   assert 'error: config.objective.mask_prob: must be in (0, 1], got 0.0' in result.stderr
   assert 'Traceback' not in result.stderr
 
@@ -92,13 +92,13 @@ def test_cli_bad_value(tmp_path, wiki_glob):
 def test_cli_needs_exactly_one_input(tmp_path, wiki_glob):
   for args in ([], [f'--config.data.corpus={wiki_glob}', f'--config.data.prepared_dir={tmp_path}']):
     result = _main(f'--workdir={tmp_path}', *args)
-    assert result.returncode != 0
+    assert result.returncode == 2
     assert 'error: config.data.corpus: name the input with exactly one of' in result.stderr
 
 
 def test_cli_missing_corpus(tmp_path):
   result = _main(f'--workdir={tmp_path}', f'--config.data.corpus={tmp_path}/nothing/*.txt')
-  assert result.returncode != 0
+  assert result.returncode == 2
   assert (f"error: corpus source '{tmp_path}/nothing/*.txt': no files match "
           f"'{tmp_path}/nothing/*.txt'") in result.stderr
   assert 'Traceback' not in result.stderr

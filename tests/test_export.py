@@ -177,7 +177,7 @@ def test_evaluate_reports_auc_on_held_out_data(workdir, held_out, tmp_path, tiny
                                    max_seq_length=64, spm_model=tiny_tokenizer.model_path)
   other = prepare.prepare(options, str(tmp_path / 'other'), num_workers=1, progress=False)
   result = _cli('electra_jax.evaluate', f'--workdir={workdir}', f'--data={other.directory}')
-  assert result.returncode == 1
+  assert result.returncode == 2
   assert 'error: config.model.vocab_size: 30522, but the data in' in result.stderr
 
 

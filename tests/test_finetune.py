@@ -151,12 +151,12 @@ def test_bad_inputs_get_one_clear_line(colab_run, pretrained_workdir, tmp_path):
       'index\tsentence1\tsentence2\tlabel\n0\tA cat.\tAn animal.\tentailment\n1\tbroken row\n')
   common = (f'--init={pretrained_workdir}', f'--workdir={tmp_path / "out"}')
   result = _finetune('--task=rte', f'--glue_dir={glue_dir}', *common)
-  assert result.returncode == 1
+  assert result.returncode == 2
   assert result.stderr.strip().splitlines()[-1].startswith(
       f'error: {glue_dir}/RTE/train.tsv:3: 2 tab-separated fields, but rte needs at least 4')
 
   result = _finetune('--task=cola', f'--glue_dir={glue_dir}', *common)
-  assert result.returncode == 1
+  assert result.returncode == 2
   assert f'error: {glue_dir}/CoLA/train.tsv: no such file' in result.stderr
 
   # A model whose vocabulary is not its tokenizer's: an HF directory with a
@@ -167,5 +167,5 @@ def test_bad_inputs_get_one_clear_line(colab_run, pretrained_workdir, tmp_path):
     (hf / 'vocab.txt').write_text(''.join(f.readlines()[:1000]))
   result = _finetune('--task=rte', f'--glue_dir={glue_dir}', f'--init={hf}',
                      f'--workdir={tmp_path / "out2"}')
-  assert result.returncode == 1
+  assert result.returncode == 2
   assert 'the tokenizer has 1000 ids but the model 30522' in result.stderr

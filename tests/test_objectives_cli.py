@@ -57,11 +57,11 @@ def test_objective_trains_resumes_exactly_and_exports(tmp_path, prepared_tiny, o
   if objective == 'mlm':
     # Resuming as another objective, or starting from it, is refused, naming both.
     other = run_main(tmp_path / 'a', *_args(prepared_tiny, '--config.num_train_steps=20'))
-    assert other.returncode == 1
+    assert other.returncode == 2
     assert ("error: objective.name: " in other.stderr and "objective 'mlm'" in other.stderr
             and "objective 'electra'" in other.stderr), other.stderr[-2000:]
     other = run_main(tmp_path / 'c', *_args(prepared_tiny, '--config.num_train_steps=2',
                                             f'--config.checkpoint.init_from={tmp_path / "a"}'))
-    assert other.returncode == 1
+    assert other.returncode == 2
     assert ("was pretrained with objective 'mlm', this run with 'electra'"
             in other.stderr), other.stderr[-2000:]

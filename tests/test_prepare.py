@@ -80,7 +80,7 @@ def test_wordpiece_preparation_resumes_and_refuses_other_options(tmp_path, wiki_
   result = run_prepare(*args)
   assert result.returncode == 0 and 'is already prepared' in result.stderr
   result = run_prepare(*args[:-2], '--max_seq_length=64')
-  assert result.returncode == 1
+  assert result.returncode == 2
   assert "different options ['max_seq_length']" in result.stderr.splitlines()[-1]
   assert shards.PreparedData.load(str(out)).metadata['counts'] == counts
 
@@ -183,7 +183,7 @@ def test_bad_input_gets_one_clear_line(tmp_path, case):
       'no_tokenizer': (str(text), [], 'choose exactly one tokenizer'),
   }[case]
   result = run_prepare(f'--corpus={corpus}', f'--output_dir={tmp_path / "out"}', *extra)
-  assert result.returncode == 1
+  assert result.returncode == 2
   last = result.stderr.strip().splitlines()[-1]
   assert last.startswith('error: ') and expected in last, result.stderr[-2000:]
   assert 'Traceback' not in result.stderr

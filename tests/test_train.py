@@ -97,7 +97,7 @@ def test_prepares_then_pretrains_on_real_text(tmp_path, wiki_glob):
   # Prepared data and a model that disagree on the vocabulary are refused.
   result = run_main(tmp_path / 'other', f'--config.data.prepared_dir={workdir / "data"}',
                     '--config.model.vocab_size=3000')
-  assert result.returncode != 0
+  assert result.returncode == 2
   assert ('error: config.model.vocab_size: 3000, but the data in '
           f'{workdir / "data"} was tokenized with 2000 ids') in result.stderr
 

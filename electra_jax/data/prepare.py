@@ -24,10 +24,11 @@ import ml_collections
 import numpy as np
 import tqdm
 
+from electra_jax import errors
 from electra_jax.data import examples, shards, sources, tokenizers
 
 
-class PrepareError(ValueError):
+class PrepareError(errors.UserError):
   """Preparation cannot go on; the message names the input and the fix."""
 
 
@@ -302,8 +303,3 @@ def summary(data: shards.PreparedData) -> str:
   if seconds > 0:
     lines.append(f'  this run: {seconds:.1f} s')
   return '\n'.join(lines)
-
-
-# Errors that mean bad input rather than a bug: CLIs print them as one line.
-INPUT_ERRORS = (PrepareError, sources.CorpusError, tokenizers.TokenizerError,
-                shards.DataDirError)

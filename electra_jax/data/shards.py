@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from electra_jax import errors
 from electra_jax.data import tokenizers
 from electra_jax.data.tokenizers import SpecialIds
 
@@ -27,7 +28,7 @@ FORMAT = 'electra_jax.pretraining_examples'
 FORMAT_VERSION = 1
 
 
-class DataDirError(ValueError):
+class DataDirError(errors.UserError):
   """A prepared-data directory is missing, incomplete or incompatible."""
 
 

@@ -22,6 +22,8 @@ import gzip
 import json
 from typing import Any
 
+from electra_jax import errors
+
 Document = list[str]
 
 KINDS = ('text', 'lines', 'wiki', 'jsonl', 'tfds')
@@ -29,7 +31,7 @@ KINDS = ('text', 'lines', 'wiki', 'jsonl', 'tfds')
 TFDS_RECORDS_PER_UNIT = 50_000
 
 
-class CorpusError(ValueError):
+class CorpusError(errors.UserError):
   """A corpus spec or file cannot be read; the message names it and the fix."""
 
 

@@ -24,6 +24,8 @@ from typing import Any
 from absl import logging
 import sentencepiece as spm
 
+from electra_jax import errors
+
 
 @dataclasses.dataclass(frozen=True)
 class SpecialIds:
@@ -39,7 +41,7 @@ SPECIAL_TOKENS = ('[PAD]', '[UNK]', '[CLS]', '[SEP]', '[MASK]')
 TRAINED_SPECIAL_IDS = SpecialIds(pad=0, cls=2, sep=3, mask=4)
 
 
-class TokenizerError(ValueError):
+class TokenizerError(errors.UserError):
   """A tokenizer file is unusable; the message names it and the fix."""
 
 

@@ -10,20 +10,20 @@ results.json, TensorBoard logs per seed and test predictions in GLUE's
 submission format (OUT/seed_N/TASK.tsv).
 """
 
-from absl import app, flags
+from absl import flags
 
-from electra_jax.finetune import cli, train
+from electra_jax import cli
+from electra_jax.finetune import cli as task_flags, train
 
-_FLAGS = cli.define_task_flags('configs/finetune.py[:small|base|large].')
+_FLAGS = task_flags.define_task_flags('configs/finetune.py[:small|base|large].')
 _WORKDIR = flags.DEFINE_string('workdir', None, 'Output folder.')
 flags.mark_flags_as_required(['workdir'])
 
 
 def main(argv: list[str]) -> None:
-  if len(argv) > 1:
-    raise app.UsageError(f'Unexpected arguments: {argv[1:]}')
-  results = cli.run(train.finetune, _FLAGS.config.value, _FLAGS.task.value,
-                    _FLAGS.glue_dir.value, _FLAGS.init.value, _WORKDIR.value)
+  del argv  # cli.run refuses words that are not flags.
+  results = train.finetune(_FLAGS.config.value, _FLAGS.task.value, _FLAGS.glue_dir.value,
+                           _FLAGS.init.value, _WORKDIR.value)
   print(train.results_table(results))
   summary = '  '.join(f'{split} {metric}={value:.4f}' for split, values in
                       results['median'].items() for metric, value in values.items())
@@ -31,4 +31,4 @@ def main(argv: list[str]) -> None:
 
 
 if __name__ == '__main__':
-  app.run(main)
+  cli.run(main)

@@ -13,10 +13,10 @@ import os
 
 import numpy as np
 
-from electra_jax import metrics
+from electra_jax import errors, metrics
 
 
-class GlueDataError(ValueError):
+class GlueDataError(errors.UserError):
   """A task file is missing or malformed; the message names file and line."""
 
 

@@ -24,14 +24,14 @@ import numpy as np
 import optax
 
 from configs import finetune as finetune_configs
-from electra_jax import config_lib, metric_writer, optim, pretrained, sharding
+from electra_jax import config_lib, errors, metric_writer, optim, pretrained, sharding
 from electra_jax.finetune import features, glue
 from electra_jax.model import SequenceClassifier
 
 Features = features.Features
 
 
-class FinetuneError(ValueError):
+class FinetuneError(errors.UserError):
   """The request cannot be carried out; the message names the input and the fix."""
 
 

@@ -1,0 +1,130 @@
+"""What every command shares: flag parsing and error reporting.
+
+`cli.run(main)` replaces absl's `app.run(main)`. A user error, whether absl or
+ml_collections finds it while parsing the flags or the command raises
+errors.UserError, prints one line, `error: ...`, naming the flag as it was typed,
+and exits with status 2 (1 for a run that had to stop). Anything else is a bug and shows its traceback.
+"""
+
+from collections.abc import Callable
+import glob
+import logging as std_logging
+import os
+import re
+import sys
+from typing import NoReturn
+
+from absl import app, flags, logging
+import jax
+
+from electra_jax import errors
+
+
+def fail(message: str, status: int = errors.UserError.exit_status) -> NoReturn:
+  """Prints `error: message` to stderr and exits with `status`."""
+  print(f'error: {message}', file=sys.stderr, flush=True)
+  sys.exit(status)
+
+
+def _typed_flag(argv: list[str], key: str) -> str:
+  """The flag in argv whose dotted name holds `key` (--config.model.x for x), or --key."""
+  for arg in argv[1:]:
+    name = arg.split('=', 1)[0]
+    if name.startswith('-') and key in name.lstrip('-').split('.'):
+      return arg if key == name.lstrip('-') else name
+  return f'--{key}'
+
+
+def _one_line(error: Exception, argv: list[str]) -> str:
+  """A flag-parsing error of absl or ml_collections, as one line naming the flag."""
+  text = str(error).strip()
+  if isinstance(error, SyntaxError):  # A config file that is not Python.
+    return (f'{_typed_flag(argv, "config")}: cannot load the config file: {error.msg} '
+            f'(line {error.lineno})')
+  if isinstance(error, (KeyError, AttributeError)):  # An unknown --config.* key.
+    key = re.split(r"['\\\s]", text.strip('"\'\\'), maxsplit=1)[0]
+    typed = _typed_flag(argv, key)
+    guess = re.search(r'Did you mean "([^"]+)"', text)
+    hint = f'; did you mean {typed.rsplit(".", 1)[0]}.{guess[1]}?' if guess else ''
+    return f'{typed}: no such config key{hint}'
+  required = re.match(r'flag --(\S+)=None: Flag --\1 must have a value other than None', text)
+  if required:
+    return f'--{required[1]} is required (see --helpshort)'
+  text = re.sub(r'^flag (--\S+)', r'\1', text)  # absl's "flag --x=1: ..." names the flag.
+  lines = [line.strip() for line in text.splitlines() if line.strip()]
+  # ml_collections puts a whole traceback in the message of a config file that fails.
+  return lines[0] if len(lines) == 1 else f'{lines[0]} {lines[-1]}'
+
+
+def _config_file_error(argv: list[str]) -> str | None:
+  """A --config file that did not load, named as it was typed, or None."""
+  if 'config' not in flags.FLAGS or flags.FLAGS['config'].value is None:
+    return None
+  try:
+    getattr(flags.FLAGS['config'].value, 'lock', None)  # ml_collections defers the error to here.
+  except OSError as e:
+    typed = _typed_flag(argv, 'config')
+    path = typed.split('=', 1)[-1].split(':', 1)[0]
+    cause = 'no such file' if not os.path.exists(path) else str(e.__cause__ or e).splitlines()[-1]
+    return f'{typed}: cannot load the config file: {cause.strip()}'
+  return None
+
+
+def parse_flags(argv: list[str]) -> list[str]:
+  """absl's flag parsing, with any error as one line and status 2."""
+  try:
+    rest = flags.FLAGS(argv)
+  except (flags.Error, KeyError, AttributeError, ValueError, TypeError, OSError,
+          SyntaxError) as e:
+    fail(_one_line(e, argv))
+  problem = _config_file_error(argv)
+  if problem:
+    fail(problem)
+  return rest
+
+
+def _no_tpu_here() -> bool:
+  """True where no TPU, NVIDIA or AMD device is present, so JAX can use the CPU alone.
+
+  libtpu, which the test extra installs for AOT compiles, otherwise tries to start
+  a TPU on every machine and prints a page of warnings when there is none. Google's
+  PCI vendor id is 0x1ae0, which is also how JAX looks for TPU chips.
+  """
+  for vendor in glob.glob('/sys/bus/pci/devices/*/vendor'):
+    try:
+      with open(vendor) as f:
+        if f.read().strip() == '0x1ae0':
+          return False
+    except OSError:
+      continue
+  accelerators = ('/dev/accel*', '/dev/vfio/[0-9]*', '/dev/nvidia*', '/dev/kfd', '/dev/dxg')
+  return not any(glob.glob(pattern) for pattern in accelerators)
+
+
+class _HideOrbaxInfo(std_logging.Filter):
+  """orbax logs dozens of INFO lines per checkpoint, burying the training log; they
+  show again with --verbosity=1, and its warnings and errors always show."""
+
+  def filter(self, record: std_logging.LogRecord) -> bool:
+    return (record.levelno >= std_logging.WARNING or f'{os.sep}orbax{os.sep}' not in
+            record.pathname or logging.get_verbosity() >= logging.DEBUG)
+
+
+def run(main: Callable[[list[str]], None], *, takes_arguments: bool = False) -> None:
+  """Runs a command's main(argv) as absl's app.run does, with one-line user errors.
+
+  Unless takes_arguments, words on the command line that are not flags are refused.
+  """
+
+  def guarded(argv: list[str]) -> None:
+    if not takes_arguments and len(argv) > 1:
+      fail(f'unexpected arguments {" ".join(argv[1:])}; flags take the form --name=value')
+    if 'JAX_PLATFORMS' not in os.environ and _no_tpu_here():
+      jax.config.update('jax_platforms', 'cpu')
+    logging.get_absl_handler().addFilter(_HideOrbaxInfo())
+    try:
+      main(argv)
+    except errors.UserError as e:
+      fail(str(e), e.exit_status)
+
+  app.run(guarded, flags_parser=parse_flags)
