@@ -7,7 +7,6 @@ train step, checkpoint, loop.
 from collections.abc import Callable, Mapping
 import contextlib
 import functools
-import signal
 import time
 from typing import Any
 
@@ -17,14 +16,13 @@ import flax
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
-from jax.experimental import multihost_utils
 from jax.sharding import NamedSharding, PartitionSpec
 import ml_collections
 import numpy as np
 import optax
 
-from electra_jax import (checkpointing, config_lib, errors, evaluation, flops, metric_writer, objectives,
-                         optim, sharding)
+from electra_jax import (checkpointing, config_lib, evaluation, flops, loop, metric_writer,
+                         objectives, optim, sharding)
 from electra_jax.data import pipeline, shards, tokenizers
 from electra_jax.model import ElectraPretrainingModel
 
@@ -200,120 +198,6 @@ def setup_train_step(config: ml_collections.ConfigDict, mesh: jax.sharding.Mesh,
   return state, step, batch_sharding, time.perf_counter() - start
 
 
-# --- Loop ----------------------------------------------------------------------
-
-
-class _ThroughputMeter:
-  """Step time, tokens/s, examples/s, model TFLOP/s and MFU between two log points."""
-
-  def __init__(self, step: int, config: ml_collections.ConfigDict, peak_flops: float):
-    self._step, self._time = step, time.perf_counter()
-    self._tokens = config.batch_size * config.max_seq_length
-    self._examples = config.batch_size
-    self._flops, self._peak = flops.train_step_flops(config), peak_flops
-
-  def exclude(self, seconds: float) -> None:
-    """Leaves `seconds` of other work out of the current window."""
-    self._time += seconds
-
-  def measure(self, step: int) -> dict[str, float]:
-    now = time.perf_counter()
-    steps, seconds = step - self._step, now - self._time
-    self._step, self._time = step, now
-    return {'step_time_s': seconds / steps,
-            'tokens_per_s': steps * self._tokens / seconds,
-            'examples_per_s': steps * self._examples / seconds,
-            'model_tflops_per_s': steps * self._flops / seconds / 1e12,
-            'mfu': steps * self._flops / seconds / self._peak}
-
-
-class TrainingStopped(errors.UserError):
-  """The run stopped early for a reason the user must see (divergence, failed saves)."""
-  exit_status = 1
-
-
-class _NonfiniteStreak:
-  """Logs the steps whose loss or gradients were NaN or Inf (the train step did not
-  apply their updates) as their metrics are read; `limit` in a row stop the run."""
-
-  def __init__(self, limit: int):
-    self._limit, self._in_a_row = limit, 0
-
-  def check(self, steps: range, fetched: list[dict[str, Any]]) -> None:
-    for step, metrics in zip(steps, fetched, strict=True):
-      bad = [name for name, key in (('loss', 'nonfinite_loss'), ('gradients', 'nonfinite_grads'))
-             if metrics[key]]
-      if not bad:
-        self._in_a_row = 0
-        continue
-      logging.error('Step %d: non-finite %s (loss %s, grad_norm %s); the update was skipped',
-                    step, ' and '.join(bad), float(metrics['loss']),
-                    float(metrics['grad_norm']))
-      self._in_a_row += 1
-      if self._in_a_row >= self._limit:
-        raise TrainingStopped(
-            f'{self._in_a_row} non-finite steps in a row up to step {step}; stopping. No '
-            'non-finite update was applied, so the last checkpoint holds the last good '
-            'state; lower the learning rate or check the data, then restart')
-
-
-class _MetricsLog:
-  """Per-step metrics, averaged over each window of `log_every_steps` and written
-  one step late, so that reading them never stalls the device. Non-finite steps
-  are counted as their window is read: the loop never waits for a step's
-  results between log steps, and every process stops at the same step."""
-
-  def __init__(self, writer: metric_writer.MetricWriter, meter: _ThroughputMeter,
-               config: ml_collections.ConfigDict):
-    self._writer, self._meter, self._config = writer, meter, config
-    self._nonfinite = _NonfiniteStreak(config.max_consecutive_nonfinite_steps)
-    self._window: list[Metrics] = []
-    self._ready: list[tuple[int, list[Metrics]]] = []
-
-  def add(self, step: int, metrics: Metrics) -> None:
-    """Step `step` (1-based: steps done) produced `metrics`."""
-    self._window.append(metrics)
-    if step % self._config.log_every_steps == 0 or step == self._config.num_train_steps:
-      self._ready.append((step, self._window))
-      self._window = []
-
-  def exclude(self, seconds: float) -> None:
-    self._meter.exclude(seconds)
-
-  def write(self, before_step: int | None = None) -> None:
-    """Writes the finished windows that end before `before_step` (all if None)."""
-    while self._ready and (before_step is None or self._ready[0][0] < before_step):
-      step, window = self._ready.pop(0)
-      fetched = jax.device_get(window)
-      means = {k: float(np.mean([m[k] for m in fetched])) for k in fetched[0]}
-      self._writer.write(step, {**means, **self._meter.measure(step)})  # Flushed to disk.
-      self._nonfinite.check(range(step - len(fetched) + 1, step + 1), fetched)
-
-
-class _Preemption:
-  """Notices SIGTERM, which TPU VMs and SLURM send before they preempt a job."""
-
-  def __init__(self):
-    self._received = False
-    self._previous = signal.signal(signal.SIGTERM, self._handle)
-
-  def _handle(self, signum, frame) -> None:
-    del signum, frame
-    logging.warning('Received SIGTERM: finishing this step, then saving a checkpoint')
-    self._received = True
-
-  def reached(self, step: int) -> bool:
-    """True at the step where every process should save and stop."""
-    if jax.process_count() > 1:
-      # Processes must stop at the same step; JAX's preemption service (set up
-      # by jax.distributed.initialize) agrees on one.
-      return multihost_utils.reached_preemption_sync_point(step)
-    return self._received
-
-  def close(self) -> None:
-    signal.signal(signal.SIGTERM, self._previous)
-
-
 def _resume_check(workdir: str, config: ml_collections.ConfigDict,
                   data: shards.PreparedData) -> Callable[[int, dict[str, Any]], bool]:
   """Refuses a checkpoint from a config with other architecture keys or tokenizer,
@@ -428,8 +312,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> Train
     # --- Loop
     writer = metric_writer.MetricWriter(workdir)
     first_step = int(state.step)
-    log = _MetricsLog(writer, _ThroughputMeter(first_step, config, peak), config)
-    preemption = _Preemption()
+    log = loop.MetricsLog(writer, loop.ThroughputMeter(first_step, config, peak), config)
+    preemption = loop.Preemption()
     saver = checkpointing.AsyncSaver(manager, config.checkpoint.max_failed_saves_in_a_row)
     last_save = time.monotonic()
     try:

@@ -13,7 +13,7 @@ import pytest
 from tensorboardX.proto import event_pb2
 
 from configs import tiny
-from electra_jax import flops, metric_writer, train
+from electra_jax import flops, loop, metric_writer
 from tests.conftest import REPO
 
 
@@ -120,8 +120,8 @@ def test_nonfinite_streaks_are_counted_across_log_windows():
   # must carry over from one window to the next, and a finite step ends it.
   ok = {'nonfinite_loss': 0.0, 'nonfinite_grads': 0.0, 'loss': 1.5, 'grad_norm': 2.0}
   bad = {'nonfinite_loss': 1.0, 'nonfinite_grads': 0.0, 'loss': math.nan, 'grad_norm': 2.0}
-  streak = train._NonfiniteStreak(limit=3)
+  streak = loop._NonfiniteStreak(limit=3)
   streak.check(range(1, 5), [ok, bad, bad, ok])
   streak.check(range(5, 7), [bad, bad])
-  with pytest.raises(train.TrainingStopped, match='^3 non-finite steps in a row up to step 7;'):
+  with pytest.raises(loop.TrainingStopped, match='^3 non-finite steps in a row up to step 7;'):
     streak.check(range(7, 9), [bad, ok])
