@@ -134,7 +134,10 @@ def get_config() -> ml_collections.ConfigDict:
   config.data.corpus = ''
   config.data.text_field = 'text'  # The text field of jsonl and TFDS records.
   config.data.tfds_data_dir = placeholder(str)  # None: TFDS's default.
-  config.data.on_invalid_utf8 = 'skip'  # or 'error'
+  # Lines that are not UTF-8: 'skip' drops and counts them, but stops at a file
+  # that looks binary (NUL bytes, or over 1% of 100+ lines); 'skip_all' drops
+  # them however many; 'error' stops at the first.
+  config.data.on_invalid_utf8 = 'skip'
   # Tokenizer: a WordPiece vocab.txt (the released ELECTRA models use BERT's
   # uncased one), or a sentencepiece model; with neither, a sentencepiece model
   # of model.vocab_size pieces is trained on spm_sample_sentences sentences.
@@ -206,6 +209,9 @@ def get_config() -> ml_collections.ConfigDict:
 
   # --- Logging and checkpoints -----------------------------------------------
   config.log_every_steps = 100
+  # A short progress line (step, steps/s, tokens/s, loss, time left) at least this
+  # often, whatever log_every_steps is; 0 turns it off.
+  config.progress_every_seconds = 30.0
   # Compiled programs are kept here and reused by later runs with the same
   # program (a restart after preemption compiles in seconds); '' turns it off.
   # Setting JAX_COMPILATION_CACHE_DIR in the environment does the same.

@@ -32,7 +32,7 @@ import jax
 from ml_collections import config_flags
 import numpy as np
 
-from electra_jax import checkpointing, cli, config_lib, errors, flops, sharding, train
+from electra_jax import checkpointing, cli, config_lib, errors, flops, loop, sharding, train
 from electra_jax.data import pipeline, prepare, tokenizers
 
 _CONFIG = config_flags.DEFINE_config_file('config', None, 'Path to a config file.',
@@ -122,18 +122,9 @@ def run(config) -> dict[str, float]:
                                             _CHECKPOINT_DIR.value or tempfile.mkdtemp())
 
   step_s = statistics.median(times)
-  model_flops = flops.train_step_flops(config)
   peak, peak_source = flops.peak_flops(jax.devices())
   stats = device.memory_stats() or {}
-  figures = {
-      'step_time_s': step_s,
-      'tokens_per_s': config.batch_size * config.max_seq_length / step_s,
-      'examples_per_s': config.batch_size / step_s,
-      'model_tflops_per_s': model_flops / step_s / 1e12,
-      'mfu': model_flops / step_s / peak,
-      'compile_s': compile_s,
-      **host,
-  }
+  figures = {**loop.throughput(step_s, config, peak), 'compile_s': compile_s, **host}
   if 'peak_bytes_in_use' in stats:
     figures['peak_bytes'] = stats['peak_bytes_in_use']
   print(f'step time: median {step_s * 1e3:.1f} ms (min {min(times) * 1e3:.1f}, '
@@ -142,7 +133,7 @@ def run(config) -> dict[str, float]:
   peak_memory = _mib(stats['peak_bytes_in_use']) if 'peak_bytes_in_use' in stats else 'n/a'
   print(f'{figures["tokens_per_s"]:>12,.0f} {figures["examples_per_s"]:>11,.1f} '
         f'{figures["model_tflops_per_s"]:>9.3f} {figures["mfu"]:>7.1%} {peak_memory:>13}')
-  print(f'model FLOPs per step {model_flops:.3e}; MFU against the {peak_source} '
+  print(f'model FLOPs per step {flops.train_step_flops(config):.3e}; MFU against the {peak_source} '
         f'({peak / 1e12:.3f} TFLOP/s over {jax.device_count()} devices)')
   print(f'host per step: {host["page_faults_per_step"]:,.0f} page faults, '
         f'{host["system_s_per_step"] * 1e3:,.0f} ms of system CPU time')
@@ -206,8 +197,7 @@ def time_checkpoints(config, state, step, batch, workdir: str,
   manager.close()
   size = _disk_bytes(os.path.join(checkpointing.checkpoint_dir(workdir), str(saves)))
 
-  abstract = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding),
-                          state)
+  abstract = sharding.abstract(state)
   manager = checkpointing.create_manager(workdir, config)
   restored, restore_s = _timed(
       lambda: checkpointing.restore_latest(manager, abstract, lambda *_: True).state)

@@ -47,6 +47,11 @@ class CheckpointError(errors.UserError):
   """No usable checkpoint where one was expected, or one from another config."""
 
 
+class SavesFailed(CheckpointError):
+  """A run that started well could not keep its work (a full disk, lost access)."""
+  exit_status = 1
+
+
 def checkpoint_dir(workdir: str) -> epath.Path:
   """WORKDIR/checkpoints; local paths are made absolute, gs:// paths kept as they are."""
   path = epath.Path(workdir) / 'checkpoints'
@@ -333,7 +338,7 @@ class AsyncSaver:
     """Waits for the save in flight; raises CheckpointError if it failed."""
     self._collect()
     if self.last_failure is not None:
-      raise CheckpointError(self.last_failure)
+      raise SavesFailed(self.last_failure)
 
   def _collect(self) -> None:
     if self._pending is None:
@@ -361,5 +366,5 @@ class AsyncSaver:
         'to resume from it')
     logging.error('%s', self.last_failure)
     if self._failures >= self._max_failures:
-      raise CheckpointError(f'{self._failures} saves in a row failed; stopping, since the '
-                            f'work done could not be kept. Last: {self.last_failure}')
+      raise SavesFailed(f'{self._failures} saves in a row failed; stopping, since the '
+                        f'work done could not be kept. Last: {self.last_failure}')

@@ -11,6 +11,7 @@ import glob
 import logging as std_logging
 import os
 import re
+import signal
 import sys
 from typing import NoReturn
 
@@ -126,5 +127,7 @@ def run(main: Callable[[list[str]], None], *, takes_arguments: bool = False) -> 
       main(argv)
     except errors.UserError as e:
       fail(str(e), e.exit_status)
+    except KeyboardInterrupt:
+      fail('interrupted', 128 + signal.SIGINT)  # The shell's status for a SIGINT.
 
   app.run(guarded, flags_parser=parse_flags)

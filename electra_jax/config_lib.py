@@ -127,6 +127,8 @@ def validate(config: ml_collections.ConfigDict, *, check_data: bool = True) -> N
            'checkpoint.keep_every_steps', f'must be an integer >= 0, got {c.keep_every_steps!r}')
   _require(c.every_minutes >= 0, 'checkpoint.every_minutes',
            f'must be >= 0 (0: no time-based saves), got {c.every_minutes}')
+  _require(config.progress_every_seconds >= 0, 'progress_every_seconds',
+           f'must be >= 0 (0: no progress lines), got {config.progress_every_seconds}')
   _require(config.learning_rate > 0, 'learning_rate',
            f'must be > 0, got {config.learning_rate}')
   _require(0 <= config.warmup_steps, 'warmup_steps', 'must be >= 0')
@@ -236,8 +238,8 @@ def validate(config: ml_collections.ConfigDict, *, check_data: bool = True) -> N
   _require(d.spm_model_type in ('unigram', 'bpe'), 'data.spm_model_type',
            f"must be 'unigram' or 'bpe', got {d.spm_model_type!r}")
   _require(d.spm_sample_sentences > 0, 'data.spm_sample_sentences', 'must be > 0')
-  _require(d.on_invalid_utf8 in ('skip', 'error'), 'data.on_invalid_utf8',
-           f"must be 'skip' or 'error', got {d.on_invalid_utf8!r}")
+  _require(d.on_invalid_utf8 in ('skip', 'skip_all', 'error'), 'data.on_invalid_utf8',
+           f"must be 'skip', 'skip_all' or 'error', got {d.on_invalid_utf8!r}")
   for key in ('single_segment_prob', 'short_seq_prob'):
     _require(0 <= d[key] <= 1, f'data.{key}', f'must be in [0, 1], got {d[key]}')
   for key in ('read_threads', 'prefetch_batches'):

@@ -274,5 +274,11 @@ def write_hf_dir(directory: str, config: Mapping[str, Any], sd: StateDict) -> No
   with open(os.path.join(directory, 'config.json'), 'w') as f:
     json.dump(dict(config), f, indent=2, sort_keys=True)
   tensors = {k: np.ascontiguousarray(v, np.float32) for k, v in sd.items()}
-  safetensors_numpy.save_file(tensors, os.path.join(directory, 'model.safetensors'),
-                              metadata={'format': 'pt'})
+  path = os.path.join(directory, 'model.safetensors')
+  safetensors_numpy.save_file(tensors, path, metadata={'format': 'pt'})
+  # safetensors writes through a private temporary file (mode 0600); give the
+  # model the mode any new file of this user gets, so that others on a shared
+  # cluster can read it where the umask allows.
+  umask = os.umask(0)
+  os.umask(umask)
+  os.chmod(path, 0o666 & ~umask)

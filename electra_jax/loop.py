@@ -16,15 +16,29 @@ from electra_jax import errors, flops, metric_writer
 
 Metrics = dict[str, jax.Array]
 
+# The figures the console shows for each log window, where the objective has them;
+# TensorBoard gets every scalar.
+HEADLINE = ('loss', 'mlm_loss', 'mlm_accuracy', 'main_mlm_loss', 'main_mlm_accuracy',
+            'disc_loss', 'disc_recall', 'disc_precision', 'learning_rate', 'tokens_per_s', 'mfu')
+
+
+def throughput(step_seconds: float, config: ml_collections.ConfigDict,
+               peak_flops: float) -> dict[str, float]:
+  """Step time, tokens/s, examples/s, model TFLOP/s and MFU of steps of `step_seconds`."""
+  model_flops = flops.train_step_flops(config)
+  return {'step_time_s': step_seconds,
+          'tokens_per_s': config.batch_size * config.max_seq_length / step_seconds,
+          'examples_per_s': config.batch_size / step_seconds,
+          'model_tflops_per_s': model_flops / step_seconds / 1e12,
+          'mfu': model_flops / step_seconds / peak_flops}
+
 
 class ThroughputMeter:
-  """Step time, tokens/s, examples/s, model TFLOP/s and MFU between two log points."""
+  """throughput() between two log points."""
 
   def __init__(self, step: int, config: ml_collections.ConfigDict, peak_flops: float):
     self._step, self._time = step, time.perf_counter()
-    self._tokens = config.batch_size * config.max_seq_length
-    self._examples = config.batch_size
-    self._flops, self._peak = flops.train_step_flops(config), peak_flops
+    self._config, self._peak = config, peak_flops
 
   def exclude(self, seconds: float) -> None:
     """Leaves `seconds` of other work out of the current window."""
@@ -34,11 +48,39 @@ class ThroughputMeter:
     now = time.perf_counter()
     steps, seconds = step - self._step, now - self._time
     self._step, self._time = step, now
-    return {'step_time_s': seconds / steps,
-            'tokens_per_s': steps * self._tokens / seconds,
-            'examples_per_s': steps * self._examples / seconds,
-            'model_tflops_per_s': steps * self._flops / seconds / 1e12,
-            'mfu': steps * self._flops / seconds / self._peak}
+    return throughput(seconds / steps, self._config, self._peak)
+
+
+def duration(seconds: float) -> str:
+  """3h07m, 12m05s or 42s."""
+  minutes, secs = divmod(round(seconds), 60)
+  hours, minutes = divmod(minutes, 60)
+  return f'{hours}h{minutes:02d}m' if hours else f'{minutes}m{secs:02d}s' if minutes else f'{secs}s'
+
+
+class Progress:
+  """A short line at least every config.progress_every_seconds, whatever
+  log_every_steps is: step / total, steps/s, tokens/s and the time left (the
+  rates are averages since the loop started)."""
+
+  def __init__(self, first_step: int, config: ml_collections.ConfigDict):
+    self._every = config.progress_every_seconds
+    self._total = config.num_train_steps
+    self._tokens = config.batch_size * config.max_seq_length
+    self._first, self._start = first_step, time.monotonic()
+    self._last = self._start
+
+  def update(self, finished: int) -> None:
+    """Steps up to `finished` (1-based) have finished on the device."""
+    now = time.monotonic()
+    if not self._every or now - self._last < self._every or jax.process_index() != 0:
+      return
+    self._last = now
+    rate = (finished - self._first) / (now - self._start)
+    left = f'  {duration((self._total - finished) / rate)} left' if rate > 0 else ''
+    logging.info('step %s/%s (%.0f%%)  %.3g steps/s  %s tokens/s%s', f'{finished:,}',
+                 f'{self._total:,}', 100 * finished / self._total, rate,
+                 f'{rate * self._tokens:,.0f}', left)
 
 
 class TrainingStopped(errors.UserError):
@@ -83,6 +125,7 @@ class MetricsLog:
     self._nonfinite = _NonfiniteStreak(config.max_consecutive_nonfinite_steps)
     self._window: list[Metrics] = []
     self._ready: list[tuple[int, list[Metrics]]] = []
+    self.last: dict[str, float] = {}  # The newest window's scalars.
 
   def add(self, step: int, metrics: Metrics) -> None:
     """Step `step` (1-based: steps done) produced `metrics`."""
@@ -100,7 +143,8 @@ class MetricsLog:
       step, window = self._ready.pop(0)
       fetched = jax.device_get(window)
       means = {k: float(np.mean([m[k] for m in fetched])) for k in fetched[0]}
-      self._writer.write(step, {**means, **self._meter.measure(step)})  # Flushed to disk.
+      self.last = {**means, **self._meter.measure(step)}
+      self._writer.write(step, self.last, headline=HEADLINE)  # Flushed to disk.
       self._nonfinite.check(range(step - len(fetched) + 1, step + 1), fetched)
 
 

@@ -1,6 +1,6 @@
 """Scalars to the console and to TensorBoard event files, from process 0 only."""
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 import os
 import sys
 import time
@@ -32,6 +32,11 @@ from tensorboardX.proto import event_pb2, summary_pb2
 # pylint: enable=g-import-not-at-top,g-bad-import-order
 
 
+def _figure(value: float) -> str:
+  """4 significant digits; large rates with thousands separators."""
+  return f'{value:,.0f}' if abs(value) >= 1e4 else f'{value:.4g}'
+
+
 class MetricWriter:
   """Writes `prefix/name` scalars; a no-op on processes other than 0.
 
@@ -47,10 +52,18 @@ class MetricWriter:
       record_writer.directory_check(logdir)
       self._events = event_file_writer.EventsWriter(os.path.join(logdir, 'events'))
 
-  def write(self, step: int, scalars: Mapping[str, float], prefix: str = 'train') -> None:
+  def write(self, step: int, scalars: Mapping[str, float], prefix: str = 'train',
+            headline: Sequence[str] | None = None) -> None:
+    """Writes every scalar to TensorBoard; the console line shows those named in
+    `headline`, in its order (all, sorted, if None)."""
     if self._events is None:
       return
-    logging.info('[%d] %s', step, ', '.join(f'{k}={v:.5g}' for k, v in sorted(scalars.items())))
+    shown = ([k for k in headline if k in scalars] if headline is not None
+             else sorted(scalars))
+    more = len(scalars) - len(shown)
+    logging.info('[%d] %s%s%s', step, '' if prefix == 'train' else f'{prefix}: ',
+                 '  '.join(f'{k}={_figure(scalars[k])}' for k in shown),
+                 f'  (+{more} more in TensorBoard)' if more else '')
     values = [summary.scalar(f'{prefix}/{name}', value).value[0]
               for name, value in scalars.items()]
     self._events.write_event(event_pb2.Event(

@@ -19,7 +19,7 @@ from ml_collections import config_flags
 
 from configs import common
 from electra_jax import cli
-from electra_jax.data import prepare
+from electra_jax.data import prepare, sources
 
 _CONFIG = config_flags.DEFINE_config_file(
     'config', os.path.join(os.path.dirname(common.__file__), 'common.py'),
@@ -33,8 +33,10 @@ _SPM_MODEL = flags.DEFINE_string('spm_model', None, 'An existing sentencepiece m
 _SPM_VOCAB_SIZE = flags.DEFINE_integer('spm_vocab_size', None,
                                        'Train a sentencepiece model of this size.')
 _MAX_SEQ_LENGTH = flags.DEFINE_integer('max_seq_length', None, 'Tokens per example.')
-_ON_INVALID_UTF8 = flags.DEFINE_enum('on_invalid_utf8', None, ['skip', 'error'],
-                                     'Lines that are not UTF-8: count and skip, or stop.')
+_ON_INVALID_UTF8 = flags.DEFINE_enum(
+    'on_invalid_utf8', None, list(sources.ON_INVALID_UTF8),
+    'Lines that are not UTF-8: skip and count them, but stop at a file that looks binary '
+    '(skip, the default); skip them all (skip_all); or stop at the first (error).')
 _NUM_WORKERS = flags.DEFINE_integer('num_workers', 0, 'Worker processes (0: one per core).')
 flags.mark_flags_as_required(['corpus', 'output_dir'])
 

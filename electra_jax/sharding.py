@@ -102,3 +102,9 @@ def make_global_batch(local_batch: Mapping[str, np.ndarray],
   """Assembles each process's rows into one global array sharded on the batch."""
   return {name: jax.make_array_from_process_local_data(sharding, value)
           for name, value in local_batch.items()}
+
+
+def abstract(tree: Any) -> Any:
+  """The shapes, dtypes and shardings of a tree of arrays, e.g. to restore into."""
+  return jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding),
+                      tree)

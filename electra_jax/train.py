@@ -238,9 +238,29 @@ def _keep_tokenizer(data: shards.PreparedData, workdir: str) -> None:
   source.copy(target / source.name, overwrite=True)
 
 
-def _abstract(state: TrainState) -> Any:
-  return jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding),
-                      state)
+def _record_config(config: ml_collections.ConfigDict, workdir: str) -> None:
+  """Writes the config to WORKDIR/config.json and logs one line about it; the
+  whole config is logged with --verbosity=1."""
+  path = epath.Path(workdir) / 'config.json'
+  if jax.process_index() == 0:
+    path.write_text(config.to_json_best_effort(indent=2, sort_keys=True) + '\n')
+  m = config.model
+  logging.info('Config: objective %s; %d layers of width %d; batch %d x %d; %s steps at '
+               'learning rate %g; all of it in %s', config.objective.name, m.num_layers,
+               m.hidden_size, config.batch_size, config.max_seq_length,
+               f'{config.num_train_steps:,}', config.learning_rate, path)
+  logging.debug('Config:\n%s', config)
+
+
+def _report_end(state: TrainState, first_step: int, seconds: float,
+                last: dict[str, float], checkpoints: epath.Path, preempted: bool) -> None:
+  """The closing line: steps, time, the last metrics and where the checkpoint is."""
+  step = int(state.step)
+  figures = ', '.join(f'{k} {last[k]:.4g}' for k in loop.HEADLINE[:-3] if k in last)
+  logging.info('%s at step %s: %s steps in %s%s; the checkpoint is in %s/%d',
+               'Stopped for preemption' if preempted else 'Finished', f'{step:,}',
+               f'{step - first_step:,}', loop.duration(seconds),
+               f' ({figures} over the last log window)' if figures else '', checkpoints, step)
 
 
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> TrainState:
@@ -248,7 +268,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> Train
   # --- Config
   config_lib.validate(config)
   epath.Path(workdir).mkdir(parents=True, exist_ok=True)
-  logging.info('Config:\n%s', config)
+  _record_config(config, workdir)
   if config.compilation_cache_dir:
     jax.config.update('jax_compilation_cache_dir', config.compilation_cache_dir)
 
@@ -262,7 +282,10 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> Train
   logging.info('Mesh %s over %d devices (%s), %d processes', dict(mesh.shape),
                jax.device_count(), jax.devices()[0].platform, jax.process_count())
   peak, peak_source = flops.peak_flops(list(mesh.devices.flat))
-  logging.info('MFU is model FLOPs over the %s: %.3g TFLOP/s', peak_source, peak / 1e12)
+  logging.info('MFU is model FLOPs over the %s: %.3g TFLOP/s%s', peak_source, peak / 1e12,
+               '' if peak_source.startswith('listed') else
+               ' (measured now, so MFU moves with the load on this machine; '
+               'model_tflops_per_s in TensorBoard does not)')
 
   # --- Input
   data = pipeline.prepared_data(config, workdir)
@@ -294,7 +317,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> Train
     logging.info('Compiled the train step in %.1f s', compile_s)
 
     # --- Checkpoint: resume, or start from another run's parameters
-    restored = checkpointing.restore_latest(manager, _abstract(state), resume_check)
+    restored = checkpointing.restore_latest(manager, sharding.abstract(state), resume_check)
     if restored is not None:
       state = restored.state
       batches.set_state(restored.data)
@@ -302,7 +325,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> Train
                    restored.step, manager.directory, restored.seconds, restored.data)
     elif config.checkpoint.init_from:
       params, source_step = checkpointing.restore_params(
-          config.checkpoint.init_from, _abstract(state), config.objective.name)
+          config.checkpoint.init_from, sharding.abstract(state), config.objective.name)
       state = state.replace(params=params)
       logging.info('Initialised the parameters from step %d of %s; the optimizer and the '
                    'step start afresh', source_step, config.checkpoint.init_from)
@@ -313,7 +336,9 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> Train
     writer = metric_writer.MetricWriter(workdir)
     first_step = int(state.step)
     log = loop.MetricsLog(writer, loop.ThroughputMeter(first_step, config, peak), config)
+    progress = loop.Progress(first_step, config)
     preemption = loop.Preemption()
+    preempted, previous, start = False, None, time.monotonic()
     saver = checkpointing.AsyncSaver(manager, config.checkpoint.max_failed_saves_in_a_row)
     last_save = time.monotonic()
     try:
@@ -322,6 +347,12 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> Train
         state, metrics = train_step(state, batch)
         done = step + 1
         log.add(done, metrics)
+        if previous is not None:
+          # The host stays one step ahead of the device: the device is never idle,
+          # batches do not pile up on it, and the progress line is current.
+          jax.block_until_ready(previous['loss'])
+          progress.update(done - 1)
+        previous = metrics
         # Reading the windows that ended before this step lets this step run meanwhile.
         log.write(before_step=done)
         saver.report_finished()
@@ -351,6 +382,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> Train
           break
       log.write()
       saver.wait()  # The final checkpoint must be on disk before the run reports success.
+      _report_end(state, first_step, time.monotonic() - start, log.last, manager.directory,
+                  preempted)
     finally:
       # On an error, a save in flight still completes; the saver logs a failure.
       with contextlib.suppress(checkpointing.CheckpointError):

@@ -1,13 +1,14 @@
 """Bad command lines, through the real commands: one `error:` line each, status 2."""
 
 import os
+import shutil
 import subprocess
 import sys
 
 import pytest
 
 from electra_jax import cli
-from tests.conftest import REPO
+from tests.conftest import REPO, data_dir
 
 _TINY = '--config=configs/tiny.py'
 
@@ -15,7 +16,13 @@ _TINY = '--config=configs/tiny.py'
 def _bad_inputs(workdir: str) -> list[tuple[str, list[str], str]]:
   """(command, flags, the error line's expected start)."""
   w = f'--workdir={workdir}'
+  program = os.path.join(workdir, 'program.txt')  # A binary, named as if it were text.
+  shutil.copy(sys.executable, program)
+  vocab = data_dir() / 'vocab' / 'bert-base-uncased-vocab.txt'
   return [
+      ('electra_jax.prepare_data', [f'--corpus=text:{program}', f'--vocab={vocab}',
+                                    f'--output_dir={workdir}/prepared'],
+       f'{program}: does not look like text (line 1 holds a NUL byte); '),
       ('electra_jax.main', [_TINY], '--workdir is required'),
       ('electra_jax.main', ['--config=configs/nope.py', w],
        '--config=configs/nope.py: cannot load the config file: no such file'),

@@ -97,6 +97,13 @@ def test_export_loads_in_transformers_with_matching_logits(workdir, tmp_path):
   result = _cli('electra_jax.export', f'--workdir={workdir}', f'--output={out}', '--generator')
   assert result.returncode == 0, result.stderr[-3000:]
   assert f'wrote {out} (step 7)' in result.stdout
+  # Every file gets the user's normal mode (safetensors alone would write 0600).
+  umask = os.umask(0)
+  os.umask(umask)
+  modes = {str(p.relative_to(out)): oct(p.stat().st_mode & 0o777) for p in out.rglob('*')
+           if p.is_file()}
+  assert 'generator/model.safetensors' in modes
+  assert set(modes.values()) == {oct(0o666 & ~umask)}, modes
 
   source = pretrained.load(workdir)
   model = train.build_model(source.config)

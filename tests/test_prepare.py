@@ -3,8 +3,10 @@
 import glob
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -187,3 +189,25 @@ def test_bad_input_gets_one_clear_line(tmp_path, case):
   last = result.stderr.strip().splitlines()[-1]
   assert last.startswith('error: ') and expected in last, result.stderr[-2000:]
   assert 'Traceback' not in result.stderr
+
+
+def test_ctrl_c_stops_sentencepiece_training_at_once(tmp_path, wiki_glob):
+  """sentencepiece's C++ trainer runs in a child process, so SIGINT stops it at once."""
+  log = tmp_path / 'log'
+  with open(log, 'w') as f:
+    process = subprocess.Popen(
+        [sys.executable, '-m', 'electra_jax.prepare_data', f'--corpus=wiki:{wiki_glob}',
+         f'--output_dir={tmp_path / "out"}', '--spm_vocab_size=16000',
+         '--config.data.spm_sample_sentences=200000'],
+        cwd=REPO, stdout=f, stderr=subprocess.STDOUT, text=True)
+  deadline = time.monotonic() + 120
+  while 'sentencepiece: training 16000 pieces' not in log.read_text():
+    assert process.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
+    time.sleep(0.1)
+  time.sleep(2)  # Well into the training, which takes a minute or more here.
+  process.send_signal(signal.SIGINT)
+  start = time.monotonic()
+  status = process.wait(timeout=60)
+  assert time.monotonic() - start < 10, log.read_text()[-3000:]
+  assert status == 130 and log.read_text().strip().endswith('error: interrupted')
+  assert 'Traceback' not in log.read_text()

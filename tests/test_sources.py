@@ -81,6 +81,29 @@ def test_invalid_utf8_is_counted_and_skipped_or_stops(tmp_path):
     list(sources.read_documents(unit, strict))
 
 
+def test_a_file_that_looks_binary_is_refused_unless_skip_all(tmp_path):
+  unit = lambda name: sources.WorkUnit('text', str(tmp_path / name))
+  (tmp_path / 'nul.txt').write_bytes(b'text\nan \x00 archive\nmore text\n')
+  mostly_bad = b''.join(b'line %d\n' % i if i % 50 else b'\xff\xfe\n' for i in range(1, 201))
+  (tmp_path / 'bad.txt').write_bytes(mostly_bad)  # 4 of 200 lines: 2% not UTF-8.
+  (tmp_path / 'fine.txt').write_bytes(mostly_bad[:mostly_bad.index(b'line 51')] +
+                                      b''.join(b'ok %d\n' % i for i in range(200)))
+  with pytest.raises(sources.CorpusError, match=r'nul.txt: does not look like text \(line 2 '
+                     r'holds a NUL byte\); .* --on_invalid_utf8=skip_all'):
+    list(sources.read_documents(unit('nul.txt'), OPTIONS))
+  with pytest.raises(sources.CorpusError, match=r'bad.txt: .*\(4 of its 200 lines are not '):
+    list(sources.read_documents(unit('bad.txt'), OPTIONS))
+  stats = sources.ReadStats()  # 1 of 250 lines: occasional, so skipped and counted.
+  assert len(list(sources.read_documents(unit('fine.txt'), OPTIONS, stats))) == 1
+  assert stats.invalid_utf8_lines == 1
+  stats = sources.ReadStats()
+  anything = sources.ReadOptions(on_invalid_utf8='skip_all')
+  assert list(sources.read_documents(unit('nul.txt'), anything, stats)) == [['text',
+                                                                           'more text']]
+  list(sources.read_documents(unit('bad.txt'), anything, stats))
+  assert stats.invalid_utf8_lines == 5
+
+
 def test_empty_files_are_reported(tmp_path):
   (tmp_path / 'empty.txt').write_text('\n  \n')
   stats = sources.ReadStats()

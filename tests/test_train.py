@@ -1,9 +1,12 @@
 """End to end through the CLI: corpus preparation, real Wikipedia text, TensorBoard scalars,
 learning. Resume and failures are in test_checkpointing.py."""
 
+import datetime
 import glob
+import json
 import math
 import os
+import re
 import struct
 import subprocess
 import sys
@@ -49,6 +52,26 @@ def _entropy(p: float) -> float:
   return -(p * math.log(p) + (1 - p) * math.log(1 - p))
 
 
+def _check_console(stderr: str, workdir, every: float) -> None:
+  """Progress lines come every `every` seconds (plus a step), between the metric
+  lines; the config is one line and a file; the run ends on a closing line."""
+  clock = lambda line: datetime.datetime.strptime(line.split()[1], '%H:%M:%S.%f').timestamp()
+  lines = stderr.splitlines()
+  progress = [line for line in lines if re.search(r'loop.py:\d+\] step [\d,]+/400 ', line)]
+  metrics = [line for line in lines if re.search(r'metric_writer.py:\d+\] \[\d+\]', line)]
+  assert len(progress) >= 4, stderr[-3000:]
+  gaps = [clock(b) - clock(a) for a, b in zip(progress, progress[1:])]
+  assert max(gaps) < every + 2, gaps  # A tiny step takes well under a second.
+  assert any(clock(metrics[0]) < clock(p) < clock(metrics[1]) for p in progress)
+  # The headline figures first; the rest are counted, and are in TensorBoard.
+  assert re.search(r'\[40\] loss=\S+  mlm_loss=\S+  mlm_accuracy=\S+  disc_loss=', metrics[0])
+  assert 'more in TensorBoard)' in metrics[0]
+  assert 'Config: objective electra; 2 layers of width 128' in stderr
+  assert json.loads((workdir / 'config.json').read_text())['num_train_steps'] == 400
+  assert re.search(rf'Finished at step 400: 400 steps in .*; the checkpoint is in '
+                   rf'{workdir}/checkpoints/400$', lines[-1]), lines[-1]
+
+
 def test_prepares_then_pretrains_on_real_text(tmp_path, wiki_glob):
   workdir = tmp_path / 'run'
   corpus = f'--config.data.corpus=wiki:{wiki_glob}'
@@ -57,8 +80,10 @@ def test_prepares_then_pretrains_on_real_text(tmp_path, wiki_glob):
   # discriminator needs thousands of steps to beat the constant predictor;
   # flatter samples let a few hundred steps show that it detects replacements.
   result = run_main(workdir, corpus, '--config.num_train_steps=400',
-                    '--config.log_every_steps=40', '--config.objective.temperature=3')
+                    '--config.log_every_steps=40', '--config.objective.temperature=3',
+                    '--config.progress_every_seconds=0.5')
   assert result.returncode == 0, result.stderr[-3000:]
+  _check_console(result.stderr, workdir, every=0.5)
   # The corpus was prepared into the workdir, with a trained sentencepiece model.
   assert 'unknown-token rate' in result.stderr
   assert os.path.exists(workdir / 'data' / 'metadata.json')

@@ -76,8 +76,9 @@ class PrepareOptions:
       raise PrepareError(f'max_seq_length={self.max_seq_length}: must be in [8, '
                          f'{max_position_embeddings}], the model\'s position embeddings; '
                          'raise model.max_position_embeddings to go longer')
-    if self.read.on_invalid_utf8 not in ('skip', 'error'):
-      raise PrepareError(f'on_invalid_utf8={self.read.on_invalid_utf8!r}: use skip or error')
+    if self.read.on_invalid_utf8 not in sources.ON_INVALID_UTF8:
+      raise PrepareError(f'on_invalid_utf8={self.read.on_invalid_utf8!r}: use one of '
+                         f'{", ".join(sources.ON_INVALID_UTF8)}')
     for name in ('single_segment_prob', 'short_seq_prob'):
       if not 0 <= getattr(self, name) <= 1:
         raise PrepareError(f'{name}={getattr(self, name)}: must be a probability in [0, 1]')

@@ -27,6 +27,7 @@ from electra_jax import errors
 Document = list[str]
 
 KINDS = ('text', 'lines', 'wiki', 'jsonl', 'tfds')
+ON_INVALID_UTF8 = ('skip', 'skip_all', 'error')
 # TFDS records per work unit: small enough to spread a split over processes.
 TFDS_RECORDS_PER_UNIT = 50_000
 
@@ -39,7 +40,8 @@ class CorpusError(errors.UserError):
 class ReadOptions:
   text_field: str = 'text'
   tfds_data_dir: str | None = None
-  # 'skip': drop (and count) lines that are not valid UTF-8; 'error': stop.
+  # 'skip': drop (and count) lines that are not valid UTF-8, but stop at a file
+  # that looks binary; 'skip_all': drop them whatever their number; 'error': stop.
   on_invalid_utf8: str = 'skip'
 
 
@@ -137,24 +139,45 @@ def _open_binary(path: str):
 
 
 def _text_lines(path: str, options: ReadOptions, stats: ReadStats) -> Iterator[str]:
-  """Stripped lines of a file, decoded strictly as UTF-8 line by line."""
-  seen_bytes = False
+  """Stripped lines of a file, decoded strictly as UTF-8 line by line.
+
+  A line that is not UTF-8 text is skipped and counted, stops the run, or (under
+  'skip') stops it when the file looks binary: NUL bytes, or over 1% of its lines
+  not UTF-8 once it has 100 lines (a mistyped glob that caught an archive or a
+  program would otherwise yield a few "examples" of noise and exit 0).
+  """
+  seen_bytes, invalid, number = False, 0, 0
   try:
     with _open_binary(path) as f:
       for number, raw in enumerate(f, start=1):
         seen_bytes = seen_bytes or bool(raw.strip())
         try:
+          if b'\0' in raw:
+            raise UnicodeDecodeError('utf-8', raw, raw.index(b'\0'), raw.index(b'\0') + 1,
+                                     'NUL byte')
           yield raw.decode('utf-8').strip()
+          continue
         except UnicodeDecodeError as e:
-          if options.on_invalid_utf8 == 'error':
-            raise CorpusError(
-                f'{path}, line {number}: not valid UTF-8 ({e.reason} at byte {e.start}); '
-                'fix the file, or pass --on_invalid_utf8=skip to drop such lines') from None
-          stats.invalid_utf8_lines += 1
+          reason = f'{e.reason} at byte {e.start}'
+        if options.on_invalid_utf8 == 'error':
+          raise CorpusError(
+              f'{path}, line {number}: not valid UTF-8 ({reason}); fix the file, or pass '
+              '--on_invalid_utf8=skip to drop such lines')
+        if options.on_invalid_utf8 == 'skip' and 'NUL' in reason:
+          raise CorpusError(_looks_binary(path, f'line {number} holds a NUL byte'))
+        invalid += 1
+        stats.invalid_utf8_lines += 1
   except (OSError, EOFError) as e:  # Unreadable or truncated .gz files.
     raise CorpusError(f'{path}: cannot be read ({e}); fix or remove the file') from None
+  if options.on_invalid_utf8 == 'skip' and number >= 100 and invalid > 0.01 * number:
+    raise CorpusError(_looks_binary(path, f'{invalid:,} of its {number:,} lines are not UTF-8'))
   if not seen_bytes:
     stats.empty_files.append(path)
+
+
+def _looks_binary(path: str, why: str) -> str:
+  return (f'{path}: does not look like text ({why}); check the corpus glob, or pass '
+          '--on_invalid_utf8=skip_all to drop every line that is not UTF-8 text')
 
 
 def _jsonl_documents(path: str, lines: Iterator[str], field: str) -> Iterator[Document]:

@@ -16,8 +16,10 @@ import dataclasses
 import functools
 import hashlib
 import itertools
+import multiprocessing
 import os
 import shutil
+import time
 import unicodedata
 from typing import Any
 
@@ -121,13 +123,32 @@ class SentencePieceTokenizer(Tokenizer):
             'sha256': file_sha256(self.model_path), 'vocab_size': self.vocab_size}
 
 
+_PROGRESS_SECONDS = 30  # How often a long sentencepiece training says it is alive.
+
+
 def train_sentencepiece(sentences: Iterable[str], model_prefix: str, *, vocab_size: int,
                         model_type: str, max_sentences: int) -> str:
-  """Trains a model on up to `max_sentences` lines; returns the .model path."""
+  """Trains a model on up to `max_sentences` lines; returns the .model path.
+
+  The sample is written to a file with progress lines, then sentencepiece trains
+  in a child process: its C++ trainer runs for minutes at large vocabularies and
+  does not return to Python, so Ctrl-C could not stop it in this process; here
+  it stops the child at once, and a line every 30 s says the training goes on.
+  """
   os.makedirs(os.path.dirname(model_prefix) or '.', exist_ok=True)
-  sample: Iterator[str] = itertools.islice(sentences, max_sentences)
-  spm.SentencePieceTrainer.train(
-      sentence_iterator=sample,
+  sample = model_prefix + '.sample.txt'
+  count, last = 0, time.monotonic()
+  with open(sample, 'w', encoding='utf-8') as f:
+    for sentence in itertools.islice(sentences, max_sentences):
+      f.write(sentence + '\n')
+      count += 1
+      if time.monotonic() - last >= _PROGRESS_SECONDS:
+        logging.info('sentencepiece: %s of up to %s sentences sampled', f'{count:,}',
+                     f'{max_sentences:,}')
+        last = time.monotonic()
+  logging.info('sentencepiece: training %d pieces on %s sentences', vocab_size, f'{count:,}')
+  options = dict(
+      input=sample,
       model_prefix=model_prefix,
       vocab_size=vocab_size,
       model_type=model_type,
@@ -139,8 +160,19 @@ def train_sentencepiece(sentences: Iterable[str], model_prefix: str, *, vocab_si
       num_threads=os.cpu_count() or 1,
       minloglevel=2,
   )
-  logging.info('Trained a %d-piece %s sentencepiece model: %s.model', vocab_size,
-               model_type, model_prefix)
+  start = time.monotonic()
+  # 'spawn': the parent may hold JAX's threads, which a fork would copy half-way.
+  with multiprocessing.get_context('spawn').Pool(1) as pool:
+    result = pool.apply_async(spm.SentencePieceTrainer.train, kwds=options)
+    while True:
+      try:
+        result.get(timeout=_PROGRESS_SECONDS)  # Re-raises the trainer's error here.
+        break
+      except multiprocessing.TimeoutError:
+        logging.info('sentencepiece: still training (%.0f s so far)', time.monotonic() - start)
+  os.remove(sample)
+  logging.info('Trained a %d-piece %s sentencepiece model in %.0f s: %s.model', vocab_size,
+               model_type, time.monotonic() - start, model_prefix)
   return model_prefix + '.model'
 
 
