@@ -1,7 +1,9 @@
 """Scalars to the console and to TensorBoard event files, from process 0 only."""
 
 from collections.abc import Mapping, Sequence
+import glob
 import os
+import struct
 import sys
 import time
 
@@ -73,3 +75,19 @@ class MetricWriter:
   def close(self) -> None:
     if self._events is not None:
       self._events.close()
+
+
+def read_scalars(workdir: str) -> dict[str, list[tuple[int, float]]]:
+  """{tag: [(step, value), ...]} from the TFRecord event files in `workdir`."""
+  scalars: dict[str, list[tuple[int, float]]] = {}
+  for path in sorted(glob.glob(os.path.join(workdir, 'events.out.tfevents.*'))):
+    with open(path, 'rb') as f:
+      data = f.read()
+    offset = 0
+    while offset < len(data):
+      (length,) = struct.unpack('<Q', data[offset:offset + 8])
+      event = event_pb2.Event.FromString(data[offset + 12:offset + 12 + length])
+      offset += 12 + length + 4  # length, its crc, payload, payload crc.
+      for value in event.summary.value:
+        scalars.setdefault(value.tag, []).append((event.step, value.simple_value))
+  return scalars

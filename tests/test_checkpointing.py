@@ -21,7 +21,8 @@ import pytest
 from electra_jax import checkpointing
 from electra_jax.data import prepare
 from tests.conftest import REPO, data_dir
-from tests.test_train import read_scalars, run_main
+from electra_jax.metric_writer import read_scalars
+from tests.test_train import run_main
 
 # Throughput depends on the machine, not on the computation.
 _TIMING_TAGS = ('train/step_time_s', 'train/tokens_per_s', 'train/examples_per_s',

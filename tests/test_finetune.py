@@ -18,7 +18,7 @@ import sys
 import pytest
 
 from tests.conftest import REPO, data_dir, require
-from tests.test_train import read_scalars
+from electra_jax.metric_writer import read_scalars
 
 NOTEBOOK = REPO / 'launch' / 'colab_tpu.ipynb'
 

@@ -2,38 +2,20 @@
 learning. Resume and failures are in test_checkpointing.py."""
 
 import datetime
-import glob
 import json
 import math
 import os
 import re
-import struct
 import subprocess
 import sys
 import threading
 
 import pytest
-from tensorboardX.proto import event_pb2
 
 from configs import tiny
 from electra_jax import flops, loop, metric_writer
+from electra_jax.metric_writer import read_scalars
 from tests.conftest import REPO
-
-
-def read_scalars(workdir) -> dict[str, list[tuple[int, float]]]:
-  """{tag: [(step, value), ...]} from the TFRecord event files in `workdir`."""
-  scalars: dict[str, list[tuple[int, float]]] = {}
-  for path in sorted(glob.glob(os.path.join(workdir, 'events.out.tfevents.*'))):
-    with open(path, 'rb') as f:
-      data = f.read()
-    offset = 0
-    while offset < len(data):
-      (length,) = struct.unpack('<Q', data[offset:offset + 8])
-      event = event_pb2.Event.FromString(data[offset + 12:offset + 12 + length])
-      offset += 12 + length + 4  # length, its crc, payload, payload crc.
-      for value in event.summary.value:
-        scalars.setdefault(value.tag, []).append((event.step, value.simple_value))
-  return scalars
 
 
 def run_main(workdir, *overrides, timeout=900, shell_setup=''):
