@@ -11,7 +11,7 @@ BERT's FullTokenizer (and so `transformers.BertTokenizer`) id for id.
 """
 
 import abc
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 import dataclasses
 import functools
 import hashlib
