@@ -13,7 +13,7 @@ fi
 # ELECTRA-Small's recipe scaled to a CPU: 4 layers of width 128 (2 heads, embeddings
 # 128), a generator of half that width, batch 32, no dropout (a run this short does
 # not overfit), and the layer scan unrolled 4 times (276 against 358 ms a step in
-# electra_jax.benchmark, BENCHMARKS.md).
+# electra_jax.benchmark, docs/experiments/2026-11-22_cpu_step.md).
 model=(--config=configs/small.py --config.data.prepared_dir="$out/wiki_spm8k"
        --config.model.vocab_size=8000 --config.model.num_layers=4
        --config.model.hidden_size=128 --config.model.generator_hidden_fraction=0.5

@@ -9,7 +9,8 @@
 #   bash benchmarks/max_batch_table.sh [CONFIGS] [TOPOLOGIES] [SHARDINGS] | tee table.md
 #
 # e.g. bash benchmarks/max_batch_table.sh "small base" "v5e-4" "data fsdp". Each
-# cell cost four to eight compiles in the runs in BENCHMARKS.md, 0.5-5 minutes each on a
+# cell cost four to eight compiles in the runs of
+# docs/experiments/2026-11-23_tpu_compile_and_memory.md, 0.5-5 minutes each on a
 # 2-core CPU for base and large (a refusal far over the HBM stops early; one
 # just over it takes a full compile). A cell's log is kept in ${LOG_DIR:-/tmp/max_batch_logs}.
 set -euo pipefail

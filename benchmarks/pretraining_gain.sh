@@ -4,7 +4,8 @@
 # architecture from random initialisation on CoLA, SST-2 and MRPC (same data, steps,
 # hyperparameters and 3 seeds), and prints each seed and the median side by side,
 # beside what always giving the training set's majority label scores.
-# The defaults are the recipe of BENCHMARKS.md's best CPU evidence.
+# The defaults are the recipe of the best CPU evidence in
+# docs/experiments/2026-11-22_does_pretraining_pay.md.
 #
 #   bash benchmarks/pretraining_gain.sh OUT [T3_STEPS [T1_STEPS]]
 #
@@ -14,7 +15,7 @@
 # the HF transformers reference trained on the same batches): a generator that
 # proposes frequent tokens leaves token identity no cue, and flatter samples give
 # it one. T1_STEPS (default 0) adds a second stage at temperature 1 from the first
-# stage's parameters; in BENCHMARKS.md's 2026-11-25 run, 8,000 such steps lowered
+# stage's parameters; in the 2026-11-25 run of that log, 8,000 such steps lowered
 # SST-2 under both protocols and did not lift CoLA or MRPC clear of the first stage.
 #
 # Source launch/xla_flags.sh for the platform first. On a 2-core CPU with its 'cpu'

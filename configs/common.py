@@ -111,7 +111,8 @@ def get_config() -> ml_collections.ConfigDict:
   # Layers per iteration of that scan. num_layers unrolls it fully: faster
   # steps, compile time growing with depth, and the same stacked parameters
   # (checkpoints and sharding unchanged). On CPU only full unrolling paid;
-  # 2-6 layers per iteration were slower than 1 (BENCHMARKS.md).
+  # 2-6 layers per iteration were slower than 1
+  # (docs/experiments/2026-11-22_cpu_step.md).
   config.model.scan_unroll = 1
   # Rematerialisation of each encoder layer: 'none', 'full' or
   # 'dots_saveable' (keep matmul outputs, recompute the rest).
@@ -124,7 +125,7 @@ def get_config() -> ml_collections.ConfigDict:
 
   # --- Input -----------------------------------------------------------------
   # Training reads examples prepared by `python -m electra_jax.prepare_data`
-  # (see README). Either name such a directory, or give a corpus spec and the
+  # (see docs/data.md). Either name such a directory, or give a corpus spec and the
   # main job prepares it into WORKDIR/data first (resuming if interrupted).
   config.data = ml_collections.ConfigDict()
   config.data.prepared_dir = ''
@@ -159,7 +160,8 @@ def get_config() -> ml_collections.ConfigDict:
   # training process, or, when worker_processes > 0, by that many processes,
   # which scale with host cores (threads share the GIL). On a 2-core CPU, one
   # thread gave 11k and two worker processes 17k examples/s of 128 tokens
-  # (BENCHMARKS.md); use more threads for remote storage such as gs://.
+  # (docs/experiments/2026-11-22_input_and_checkpoints.md); use more threads for
+  # remote storage such as gs://.
   config.data.read_threads = 1
   config.data.worker_processes = 0
   config.data.prefetch_batches = 4  # Batches kept ready per reader.

@@ -10,7 +10,7 @@ ELECTRA-Small batch of 16 x 128. The generator is jax.random's own
   two words in two kernels; TPU and GPU fuse them into one.)
 - The rounds are written out with lax ops, as JAX lowers them on TPU and GPU,
   so XLA fuses them into one elementwise kernel. On CPU, JAX lowers its
-  primitive as a loop over whole arrays, 3x slower (BENCHMARKS.md).
+  primitive as a loop over whole arrays, 3x slower (docs/experiments/2026-11-22_cpu_step.md).
 
 The rounds equal jax.extend.random.threefry2x32_p's bit for bit
 (tests/test_prng.py). Counters come from iotas, with the leading axis in the
@@ -139,7 +139,7 @@ def _dropout_bwd(threshold: int, key: Array, g: Array) -> tuple[None, Array]:
   grad = _keep_and_scale(g, _keep_mask(key, g.shape, threshold), threshold)
   # On CPU a barrier keeps this product a kernel of its own: fused into the
   # transpose that the next weight gradient's matmul wants, it made XLA's CPU
-  # emitter run that transpose several times slower (BENCHMARKS.md).
+  # emitter run that transpose several times slower (docs/experiments/2026-11-22_cpu_step.md).
   grad = lax.platform_dependent(grad, cpu=lax.optimization_barrier, default=lambda g: g)
   return None, grad
 

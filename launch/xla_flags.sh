@@ -49,10 +49,10 @@ case "${_platform}" in
     # XLA's CPU defaults are right. The host allocator is not: XLA takes a
     # step's temporaries (880 MiB for small at 16 x 128) as one block that
     # glibc maps and unmaps at every step, and faulting it back in cost small
-    # 12% of its step (BENCHMARKS.md). tcmalloc, told never to give freed
-    # memory back, keeps it mapped (Debian/Ubuntu: apt install
-    # libtcmalloc-minimal4); without it, glibc's transparent huge pages fault
-    # 2 MiB at a time.
+    # 12% of its step (docs/experiments/2026-11-22_cpu_step.md). tcmalloc, told
+    # never to give freed memory back, keeps it mapped (Debian/Ubuntu: apt
+    # install libtcmalloc-minimal4); without it, glibc's transparent huge pages
+    # fault 2 MiB at a time.
     # '|| true': a caller under 'set -eo pipefail' must not exit when grep finds none.
     _tcmalloc="$(ldconfig -p 2>/dev/null | grep -o '/[^ ]*/libtcmalloc_minimal\.so\.4$' | head -n 1 || true)"
     if [ -n "${_tcmalloc}" ]; then

@@ -148,7 +148,8 @@ def _lowered_lines(**model_overrides) -> int:
 
 def test_scanned_program_does_not_grow_with_depth():
   # What compile time follows: XLA compiles the scan's body once, whatever the
-  # depth (base on a v5e-1: 41-42 s at 6, 12 and 24 layers; BENCHMARKS.md).
+  # depth (base on a v5e-1: 41-42 s at 6, 12 and 24 layers;
+  # docs/experiments/2026-11-23_tpu_compile_and_memory.md).
   scanned = [_lowered_lines(num_layers=n) for n in (2, 8)]
   unrolled = [_lowered_lines(num_layers=n, scan_layers=False) for n in (2, 8)]
   print(f'StableHLO lines at 2 and 8 layers: scanned {scanned}, unrolled {unrolled}')
