@@ -33,7 +33,7 @@ from ml_collections import config_flags
 import numpy as np
 
 from electra_jax import checkpointing, cli, config_lib, errors, flops, loop, sharding, train
-from electra_jax.data import pipeline, prepare, tokenizers
+from electra_jax.data import pipeline, shard_writer, tokenizers
 
 _CONFIG = config_flags.DEFINE_config_file('config', None, 'Path to a config file.',
                                           lock_config=True)
@@ -226,10 +226,10 @@ def run_input(config, corpus: str, directory: str, seconds: float) -> dict[str, 
     raise errors.UserError(f'--input_dir={directory} exists; the preparation benchmark needs a '
                      'fresh directory')
   workers = config.data.prepare_workers or os.cpu_count() or 1
-  options = dataclasses.replace(prepare.PrepareOptions.from_config(config), corpus=corpus)
-  data = prepare.prepare(options, directory, num_workers=workers, progress=False,
+  options = dataclasses.replace(shard_writer.PrepareOptions.from_config(config), corpus=corpus)
+  data = shard_writer.prepare(options, directory, num_workers=workers, progress=False,
                          max_position_embeddings=config.model.max_position_embeddings)
-  print(prepare.summary(data))
+  print(shard_writer.summary(data))
   prep_seconds = data.metadata['seconds_this_run']
   mb = data.metadata['counts']['text_bytes'] / 1e6
 

@@ -16,7 +16,7 @@ run's tokenizer.
 from absl import flags
 import jax
 
-from electra_jax import cli, config_lib, evaluation, metric_writer, pretrained, sharding, train
+from electra_jax import cli, config_lib, metric_writer, pretrain_eval, pretrained, sharding, train
 
 _WORKDIR = flags.DEFINE_string('workdir', None, 'A pretraining workdir.')
 _DATA = flags.DEFINE_string('data', None, 'Held-out prepared data (default: the run\'s '
@@ -37,7 +37,7 @@ def run(workdir: str, data_dir: str | None, num_batches: int | None) -> dict[str
   model = train.build_model(config)
   with jax.set_mesh(mesh):
     shardings = train.param_shardings(config, model, mesh)
-    held_out = evaluation.HeldOut(
+    held_out = pretrain_eval.HeldOut(
         config, data_dir, model, shardings,
         sharding.batch_sharding(mesh, config.mesh.logical_axis_rules),
         tokenizer_sha256=source.tokenizer.spec()['sha256'], num_batches=num_batches)

@@ -19,7 +19,7 @@ from ml_collections import config_flags
 
 from configs import common
 from electra_jax import cli
-from electra_jax.data import prepare, sources
+from electra_jax.data import shard_writer, sources
 
 _CONFIG = config_flags.DEFINE_config_file(
     'config', os.path.join(os.path.dirname(common.__file__), 'common.py'),
@@ -52,12 +52,12 @@ def main(argv: list[str]) -> None:
         config.data[key] = flag.value
     if _MAX_SEQ_LENGTH.value is not None:
       config.max_seq_length = _MAX_SEQ_LENGTH.value
-  options = prepare.PrepareOptions.from_config(config)
+  options = shard_writer.PrepareOptions.from_config(config)
   # The command line names its tokenizer explicitly; no size is implied.
   options = dataclasses.replace(options, spm_vocab_size=_SPM_VOCAB_SIZE.value or 0)
-  data = prepare.prepare(options, _OUTPUT_DIR.value, num_workers=_NUM_WORKERS.value,
+  data = shard_writer.prepare(options, _OUTPUT_DIR.value, num_workers=_NUM_WORKERS.value,
                          max_position_embeddings=config.model.max_position_embeddings)
-  print(prepare.summary(data))
+  print(shard_writer.summary(data))
 
 
 if __name__ == '__main__':

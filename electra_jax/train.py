@@ -21,8 +21,7 @@ import ml_collections
 import numpy as np
 import optax
 
-from electra_jax import (checkpointing, config_lib, evaluation, flops, loop, metric_writer,
-                         objectives, optim, sharding)
+from electra_jax import (checkpointing, config_lib, flops, loop, metric_writer, objectives, optim, pretrain_eval, sharding)
 from electra_jax.data import pipeline, shards, tokenizers
 from electra_jax.model import ElectraPretrainingModel
 
@@ -305,7 +304,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> Train
     held_out = None
     if config.eval.prepared_dir:
       model = build_model(config)
-      held_out = evaluation.HeldOut(
+      held_out = pretrain_eval.HeldOut(
           config, config.eval.prepared_dir, model, param_shardings(config, model, mesh),
           sharding.batch_sharding(mesh, config.mesh.logical_axis_rules),
           tokenizer_sha256=data.metadata['tokenizer']['sha256'])

@@ -60,13 +60,13 @@ def tiny_tokenizer(tmp_path_factory):
 @pytest.fixture(scope='session')
 def real_token_rows(tiny_tokenizer):
   """int32 [64, 64] input ids of real Wikipedia text, packed as for pretraining."""
-  from electra_jax.data import examples, sources
+  from electra_jax.data import packing, sources
   unit = sources.WorkUnit('wiki', str(data_dir() / 'wikipedia' / 'AA' / 'wiki_01'))
-  builder = examples.ExampleBuilder(64, tiny_tokenizer.special_ids, np.random.default_rng(0))
+  builder = packing.ExampleBuilder(64, tiny_tokenizer.special_ids, np.random.default_rng(0))
   rows = []
   for doc in sources.read_documents(unit, sources.ReadOptions()):
     for record in builder.add_document(tiny_tokenizer.encode(doc)):
-      rows.append(examples.decode_record(record, 64, tiny_tokenizer.pad_id)['input_ids'])
+      rows.append(packing.decode_record(record, 64, tiny_tokenizer.pad_id)['input_ids'])
     if len(rows) >= 64:
       break
   return np.stack(rows[:64])

@@ -17,7 +17,7 @@ from safetensors import numpy as safetensors_numpy
 
 from configs import tiny
 from electra_jax import checkpointing, optim, pretrained, sharding, train
-from electra_jax.data import prepare, tokenizers
+from electra_jax.data import shard_writer, tokenizers
 from tests.conftest import REPO, data_dir, require
 
 torch = require('torch')
@@ -49,9 +49,9 @@ def replace_mlm_workdir(tmp_path_factory) -> str:
 
 @pytest.fixture(scope='module')
 def held_out(tmp_path_factory) -> str:
-  options = prepare.PrepareOptions(corpus=f'wiki:{data_dir()}/wikipedia/AA/wiki_99',
+  options = shard_writer.PrepareOptions(corpus=f'wiki:{data_dir()}/wikipedia/AA/wiki_99',
                                    max_seq_length=64, vocab=_vocab())
-  return prepare.prepare(options, str(tmp_path_factory.mktemp('held_out')), num_workers=1,
+  return shard_writer.prepare(options, str(tmp_path_factory.mktemp('held_out')), num_workers=1,
                          progress=False).directory
 
 
@@ -180,9 +180,9 @@ def test_evaluate_reports_auc_on_held_out_data(workdir, held_out, tmp_path, tiny
   assert any(name.startswith('events.out.tfevents') for name in os.listdir(workdir))
 
   # Held-out text prepared with another tokenizer is refused.
-  options = prepare.PrepareOptions(corpus=f'wiki:{data_dir()}/wikipedia/AA/wiki_99',
+  options = shard_writer.PrepareOptions(corpus=f'wiki:{data_dir()}/wikipedia/AA/wiki_99',
                                    max_seq_length=64, spm_model=tiny_tokenizer.model_path)
-  other = prepare.prepare(options, str(tmp_path / 'other'), num_workers=1, progress=False)
+  other = shard_writer.prepare(options, str(tmp_path / 'other'), num_workers=1, progress=False)
   result = _cli('electra_jax.evaluate', f'--workdir={workdir}', f'--data={other.directory}')
   assert result.returncode == 2
   assert 'error: config.model.vocab_size: 30522, but the data in' in result.stderr

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from electra_jax.data import prepare
+from electra_jax.data import shard_writer
 from tests.conftest import REPO, data_dir
 from tests.test_checkpointing import _last_per_step
 
@@ -20,11 +20,11 @@ _ARGS = ('--config=configs/tiny.py', '--config.num_train_steps=10', '--config.lo
 
 @pytest.fixture(scope='module')
 def prepared(tmp_path_factory) -> str:
-  options = prepare.PrepareOptions(corpus=f'wiki:{data_dir()}/wikipedia/AA/wiki_00',
+  options = shard_writer.PrepareOptions(corpus=f'wiki:{data_dir()}/wikipedia/AA/wiki_00',
                                    max_seq_length=64, spm_vocab_size=2000,
                                    spm_sample_sentences=20_000)
   directory = str(tmp_path_factory.mktemp('prepared'))
-  prepare.prepare(options, directory, num_workers=1, progress=False)
+  shard_writer.prepare(options, directory, num_workers=1, progress=False)
   return directory
 
 

@@ -12,17 +12,17 @@ import pytest
 
 from configs import tiny
 from electra_jax import config_lib
-from electra_jax.data import pipeline, prepare, shards
+from electra_jax.data import pipeline, shard_writer, shards
 from tests.conftest import REPO, data_dir
 
 
 @pytest.fixture(scope='module')
 def prepared(tmp_path_factory) -> shards.PreparedData:
   """One real Wikipedia file as WordPiece examples of 64 tokens."""
-  options = prepare.PrepareOptions(
+  options = shard_writer.PrepareOptions(
       corpus=f'wiki:{data_dir()}/wikipedia/AA/wiki_00', max_seq_length=64,
       vocab=str(data_dir() / 'vocab' / 'bert-base-uncased-vocab.txt'))
-  return prepare.prepare(options, str(tmp_path_factory.mktemp('prepared')), num_workers=1,
+  return shard_writer.prepare(options, str(tmp_path_factory.mktemp('prepared')), num_workers=1,
                          progress=False)
 
 

@@ -11,7 +11,7 @@ import time
 import numpy as np
 import pytest
 
-from electra_jax.data import examples, shards, sources
+from electra_jax.data import packing, shards, sources
 from tests.conftest import REPO, data_dir
 
 
@@ -48,14 +48,14 @@ def test_wordpiece_preparation_resumes_and_refuses_other_options(tmp_path, wiki_
   records = _records(data)
   assert len(records) == counts['examples'] == data.num_examples
   assert sum(len(r) - 4 + (r[0] == len(r) - 1) for r in records) == counts['tokens']
-  decoded = examples.decode_record(records[0], 128, 0)
+  decoded = packing.decode_record(records[0], 128, 0)
   assert decoded['input_ids'][0] == 101 and decoded['attention_mask'].sum() == len(records[0]) - 1
   # The first example holds the first words of the first article.
   tokenizer = data.tokenizer()
   first_doc = next(sources.read_documents(sources.plan_units(f'wiki:{wiki_glob}',
                                                              sources.ReadOptions())[0],
                                           sources.ReadOptions()))
-  first_ids = [i for ids in tokenizer.encode(examples.split_sentences(first_doc[0]))
+  first_ids = [i for ids in tokenizer.encode(packing.split_sentences(first_doc[0]))
                for i in ids]
   assert list(records[0][2:2 + len(first_ids[:5])]) == first_ids[:5]
 

@@ -25,7 +25,7 @@ import ml_collections
 import numpy as np
 
 from electra_jax import config_lib
-from electra_jax.data import examples, prepare, shards
+from electra_jax.data import packing, shard_writer, shards
 
 Batch = dict[str, np.ndarray]
 
@@ -38,11 +38,11 @@ def prepared_data(config: ml_collections.ConfigDict, workdir: str) -> shards.Pre
     directory = os.path.join(workdir, 'data')
     if jax.process_index() == 0:
       logging.info('Preparing %s into %s', config.data.corpus, directory)
-      data = prepare.prepare(prepare.PrepareOptions.from_config(config), directory,
+      data = shard_writer.prepare(shard_writer.PrepareOptions.from_config(config), directory,
                              num_workers=config.data.prepare_workers,
                              max_position_embeddings=config.model.max_position_embeddings,
                              progress=False)
-      logging.info('%s', prepare.summary(data))
+      logging.info('%s', shard_writer.summary(data))
     multihost_utils.sync_global_devices('electra_jax:prepare_data')
     data = shards.PreparedData.load(directory)
   check_compatible(data, config)
@@ -66,7 +66,7 @@ def check_compatible(data: shards.PreparedData, config: ml_collections.ConfigDic
 
 def _decode_batch(raws: list[bytes], *, dtype: np.dtype, max_seq_length: int,
                   pad_id: int) -> Batch:
-  return examples.decode_records([np.frombuffer(raw, dtype) for raw in raws], max_seq_length,
+  return packing.decode_records([np.frombuffer(raw, dtype) for raw in raws], max_seq_length,
                                  pad_id)
 
 

@@ -10,7 +10,7 @@ Layout of a directory written by `electra_jax.prepare_data`:
                       place only when complete, so an interrupted run resumes
   metadata.json       written last: its presence means the directory is complete
 
-Records are `examples.encode_record` arrays stored as `record_dtype` bytes.
+Records are `packing.encode_record` arrays stored as `record_dtype` bytes.
 """
 
 import dataclasses

@@ -13,7 +13,7 @@ submission format (OUT/seed_N/TASK.tsv).
 from absl import flags
 
 from electra_jax import cli
-from electra_jax.finetune import cli as task_flags, train
+from electra_jax.finetune import task_flags, train
 
 _FLAGS = task_flags.define_task_flags('configs/finetune.py[:small|base|large].')
 _WORKDIR = flags.DEFINE_string('workdir', None, 'Output folder.')

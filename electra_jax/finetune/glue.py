@@ -13,7 +13,7 @@ import os
 
 import numpy as np
 
-from electra_jax import errors, metrics
+from electra_jax import errors, scores
 
 
 class GlueDataError(errors.UserError):
@@ -163,8 +163,8 @@ def _label(task: Task, value: str, path: str, line: int) -> float | int:
 
 def score(task: Task, labels: np.ndarray, predictions: np.ndarray) -> dict[str, float]:
   """The task's metrics; predictions are label ids, or scores for regression."""
-  functions = {'accuracy': metrics.accuracy, 'f1': metrics.f1, 'mcc': metrics.matthews_corrcoef,
-               'pearson': metrics.pearson, 'spearman': metrics.spearman}
+  functions = {'accuracy': scores.accuracy, 'f1': scores.f1, 'mcc': scores.matthews_corrcoef,
+               'pearson': scores.pearson, 'spearman': scores.spearman}
   return {name: functions[name](labels, predictions) for name in task.metrics}
 
 

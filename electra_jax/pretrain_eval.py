@@ -18,7 +18,7 @@ import ml_collections
 import numpy as np
 import optax
 
-from electra_jax import config_lib, metrics, objectives, sharding
+from electra_jax import config_lib, objectives, scores, sharding
 from electra_jax.data import pipeline, shards
 from electra_jax.model import ElectraPretrainingModel
 from electra_jax.objectives import Settings
@@ -95,7 +95,7 @@ def summarize(sums: dict[str, float], logits: np.ndarray, labels: np.ndarray) ->
         'disc_precision': ratio('true_positives', 'flagged'),
         'disc_recall': ratio('true_positives', 'replaced'),
         'replaced_fraction': ratio('replaced', 'tokens'),
-        'disc_auc': metrics.roc_auc(labels, logits),
+        'disc_auc': scores.roc_auc(labels, logits),
     })
   return {**results, 'tokens': float(sums['tokens'])}
 

@@ -4,7 +4,7 @@ import collections
 
 import numpy as np
 
-from electra_jax.data import examples, sources
+from electra_jax.data import packing, sources
 from electra_jax.data.tokenizers import SpecialIds
 from tests.conftest import data_dir
 
@@ -13,7 +13,7 @@ SPECIAL = SpecialIds(pad=0, cls=2, sep=3, mask=4)
 
 def _check_record(record: np.ndarray, max_len: int) -> tuple[list[int], list[int]]:
   """Checks one record's layout; returns its segments A and B."""
-  decoded = examples.decode_record(record, max_len, SPECIAL.pad)
+  decoded = packing.decode_record(record, max_len, SPECIAL.pad)
   ids, types, mask = decoded['input_ids'], decoded['token_type_ids'], decoded['attention_mask']
   n = int(mask.sum())
   assert 3 <= n <= max_len and ids[0] == SPECIAL.cls
@@ -28,11 +28,11 @@ def _check_record(record: np.ndarray, max_len: int) -> tuple[list[int], list[int
 
 
 def test_real_text_packing_respects_length_layout_and_documents(tiny_tokenizer):
-  builder = examples.ExampleBuilder(64, SPECIAL, np.random.default_rng(0))
+  builder = packing.ExampleBuilder(64, SPECIAL, np.random.default_rng(0))
   unit = sources.WorkUnit('wiki', str(data_dir() / 'wikipedia' / 'AA' / 'wiki_04'))
   count = 0
   for doc in sources.read_documents(unit, sources.ReadOptions()):
-    sentences = tiny_tokenizer.encode([s for line in doc for s in examples.split_sentences(line)])
+    sentences = tiny_tokenizer.encode([s for line in doc for s in packing.split_sentences(line)])
     stream = collections.Counter(t for s in sentences for t in s)
     truncated_before = builder.stats.truncated_tokens
     packed: collections.Counter = collections.Counter()
@@ -52,7 +52,7 @@ def test_single_segment_and_short_example_proportions():
   # Documents of 1000 ten-token sentences: with no document ends, every
   # example is long unless the builder chose a short target length.
   rng = np.random.default_rng(1)
-  builder = examples.ExampleBuilder(128, SPECIAL, np.random.default_rng(2))
+  builder = packing.ExampleBuilder(128, SPECIAL, np.random.default_rng(2))
   records = []
   for _ in range(20):
     sentences = [list(rng.integers(10, 1000, 10)) for _ in range(1000)]
@@ -67,5 +67,5 @@ def test_single_segment_and_short_example_proportions():
 
 
 def test_sentence_splitting():
-  assert examples.split_sentences('He left. "Why?" she asked! 3 went. e.g. this') == [
+  assert packing.split_sentences('He left. "Why?" she asked! 3 went. e.g. this') == [
       'He left.', '"Why?" she asked!', '3 went. e.g. this']

@@ -25,7 +25,7 @@ import numpy as np
 import tqdm
 
 from electra_jax import errors
-from electra_jax.data import examples, shards, sources, tokenizers
+from electra_jax.data import packing, shards, sources, tokenizers
 
 
 class PrepareError(errors.UserError):
@@ -95,7 +95,7 @@ def _sample_sentences(units: list[sources.WorkUnit], options: PrepareOptions) ->
   for i in np.random.default_rng(options.seed).permutation(len(units)):
     for doc in sources.read_documents(units[i], options.read):
       for line in doc:
-        yield from (examples.split_sentences(line) if options.split_sentences else [line])
+        yield from (packing.split_sentences(line) if options.split_sentences else [line])
 
 
 def _setup_tokenizer(options: PrepareOptions, units: list[sources.WorkUnit],
@@ -153,7 +153,7 @@ def _write_shard(index: int, unit: sources.WorkUnit, options: PrepareOptions, ou
   start = time.perf_counter()
   tokenizer = _worker_tokenizer(tuple(sorted(tokenizer_spec.items())),
                                 os.path.join(output_dir, 'tokenizer'))
-  builder = examples.ExampleBuilder(
+  builder = packing.ExampleBuilder(
       options.max_seq_length, tokenizer.special_ids,
       np.random.default_rng([options.seed, index]),
       single_segment_prob=options.single_segment_prob, short_seq_prob=options.short_seq_prob)
@@ -167,7 +167,7 @@ def _write_shard(index: int, unit: sources.WorkUnit, options: PrepareOptions, ou
     for doc in sources.read_documents(unit, options.read, read_stats):
       documents += 1
       text_bytes += sum(len(line.encode('utf-8')) + 1 for line in doc)
-      lines = ([s for line in doc for s in examples.split_sentences(line)]
+      lines = ([s for line in doc for s in packing.split_sentences(line)]
                if options.split_sentences else doc)
       sentences = tokenizer.encode(lines)
       unknown += sum(ids.count(tokenizer.unk_id) for ids in sentences)

@@ -7,7 +7,7 @@ import numpy as np
 from configs import finetune as finetune_configs
 from configs import tiny
 from electra_jax import config_lib
-from electra_jax.finetune import probe
+from electra_jax.finetune import ridge_probes
 
 
 def test_leave_one_out_errors_match_refitting_without_each_row():
@@ -15,7 +15,7 @@ def test_leave_one_out_errors_match_refitting_without_each_row():
   x = rng.normal(size=(30, 6)) * rng.uniform(0.1, 10, size=6)
   targets = x[:, :2] @ rng.normal(size=(2, 3)) + rng.normal(size=(30, 3))
   penalties = np.array([1e-3, 1e-1, 1.0, 10.0])
-  fitted = probe.fit_ridge(x, targets, penalties)
+  fitted = ridge_probes.fit_ridge(x, targets, penalties)
 
   xs = (x - x.mean(0)) / x.std(0)  # The fit's standardisation, held fixed.
   for penalty, loo_error in zip(penalties, fitted.loo_errors):
@@ -36,13 +36,13 @@ def test_ridge_recovers_a_linear_map_and_ignores_constant_features():
   rng = np.random.default_rng(1)
   x = np.concatenate([rng.normal(size=(500, 4)), np.full((500, 1), 3.0)], axis=1)
   targets = x[:, :4] @ np.array([[1.0], [-2.0], [0.5], [0.0]]) + 4.0
-  fitted = probe.fit_ridge(x, targets + 0.01 * rng.normal(size=targets.shape))
+  fitted = ridge_probes.fit_ridge(x, targets + 0.01 * rng.normal(size=targets.shape))
   test = np.concatenate([rng.normal(size=(50, 4)), np.full((50, 1), 3.0)], axis=1)
   np.testing.assert_allclose(fitted.predict(test), test[:, :4] @ np.array(
       [[1.0], [-2.0], [0.5], [0.0]]) + 4.0, atol=0.01)
-  assert fitted.penalty == probe._PENALTY_GRID[0]  # Little noise: the least shrinkage.
+  assert fitted.penalty == ridge_probes._PENALTY_GRID[0]  # Little noise: the least shrinkage.
   # A feature that never varies predicts the mean, not NaN.
-  constant = probe.fit_ridge(np.ones((10, 3)), np.arange(10.0)[:, None])
+  constant = ridge_probes.fit_ridge(np.ones((10, 3)), np.arange(10.0)[:, None])
   np.testing.assert_allclose(constant.predict(np.ones((2, 3))), 4.5)
 
 
@@ -60,9 +60,9 @@ def test_pooled_features_do_not_depend_on_padding():
     ids[row, :length] = rng.integers(5, 1000, size=length)
   data = {'input_ids': ids, 'attention_mask': (ids > 0).astype(np.int32),
           'token_type_ids': np.zeros_like(ids)}
-  feats = probe.layer_features(config, cfg, None, {'long': data})['long']
+  feats = ridge_probes.layer_features(config, cfg, None, {'long': data})['long']
   config.max_seq_length = 16
-  short = probe.layer_features(config, cfg, None,
+  short = ridge_probes.layer_features(config, cfg, None,
                                {'short': {k: v[:, :16] for k, v in data.items()}})['short']
   assert feats.shape == (8, cfg.num_layers + 1, 2, cfg.hidden_size)
   np.testing.assert_allclose(feats, short, rtol=1e-4, atol=1e-5)

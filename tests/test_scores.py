@@ -1,0 +1,52 @@
+"""GLUE metrics and ROC AUC against hand-computed values and scipy."""
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from electra_jax import scores
+
+
+def test_binary_metrics_on_a_worked_example():
+  # tp=3, fp=1, fn=2, tn=4.
+  labels = np.array([1, 1, 1, 1, 1, 0, 0, 0, 0, 0])
+  predictions = np.array([1, 1, 1, 0, 0, 1, 0, 0, 0, 0])
+  assert scores.accuracy(labels, predictions) == 0.7
+  assert scores.f1(labels, predictions) == pytest.approx(2 * 3 / (2 * 3 + 1 + 2))
+  assert scores.matthews_corrcoef(labels, predictions) == pytest.approx(
+      (3 * 4 - 1 * 2) / math.sqrt(4 * 5 * 5 * 6))
+
+
+def test_degenerate_binary_cases():
+  ones = np.ones(6, int)
+  # A constant prediction has no correlation (CoLA's majority baseline scores 0).
+  assert scores.matthews_corrcoef(np.array([0, 1, 0, 1, 1, 0]), ones) == 0.0
+  assert scores.matthews_corrcoef(ones, ones) == 0.0
+  assert scores.matthews_corrcoef(np.array([0, 1, 1]), np.array([0, 1, 1])) == 1.0
+  assert scores.matthews_corrcoef(np.array([0, 1, 1]), np.array([1, 0, 0])) == -1.0
+  assert scores.f1(np.zeros(4, int), np.zeros(4, int)) == 0.0
+
+
+def test_correlations_match_scipy_with_ties():
+  rng = np.random.default_rng(0)
+  x = rng.integers(0, 6, 200).astype(float)  # Many ties, as STS-B's scores.
+  y = x + rng.normal(0, 2, 200)
+  assert scores.pearson(x, y) == pytest.approx(stats.pearsonr(x, y)[0], abs=1e-12)
+  assert scores.spearman(x, y) == pytest.approx(stats.spearmanr(x, y)[0], abs=1e-12)
+  assert scores.spearman([1, 2, 3, 4], [10, 20, 30, 40]) == pytest.approx(1.0)
+  assert scores.pearson([1, 1, 1], [1, 2, 3]) == 0.0
+
+
+def test_roc_auc():
+  assert scores.roc_auc([0, 0, 1, 1], [0.1, 0.4, 0.35, 0.8]) == 0.75
+  assert scores.roc_auc([0, 1], [0.5, 0.5]) == 0.5  # A tie counts half.
+  assert scores.roc_auc([1, 1, 0], [3, 2, 1]) == 1.0
+  assert math.isnan(scores.roc_auc([1, 1], [0.2, 0.3]))
+  rng = np.random.default_rng(1)
+  labels = rng.random(1000) < 0.3
+  logits = labels + rng.normal(0, 1, 1000)
+  # The Mann-Whitney U statistic over positives, normalised, is the AUC.
+  u = stats.mannwhitneyu(logits[labels], logits[~labels]).statistic
+  assert scores.roc_auc(labels, logits) == pytest.approx(u / (labels.sum() * (~labels).sum()))
