@@ -38,11 +38,14 @@ setuptools.setup(
         # the tests (reading ArrayRecord-format ones needs no TensorFlow).
         # pytest-xdist: the suite runs on 2 worker processes, one test file each.
         # nbclient, nbformat, ipykernel: the Colab notebook is executed in a test.
+        # ruff: the linter and formatter that .ci/run applies (pyproject.toml),
+        # pinned so that its style does not move under us.
         # jax[tpu] brings the libtpu that matches jax: on a TPU VM it runs the
         # code, elsewhere it compiles for TPU slices (electra_jax.aot).
         'tpu': ['jax[tpu]>=0.10.2,<0.12'],
         'test': ['pytest>=8', 'pytest-xdist>=3.5,<4', 'scipy>=1.10', 'tensorflow-cpu==2.21.0',
                  'torch==2.13.0', 'transformers==5.23.0', 'jax[tpu]>=0.10.2,<0.12',
-                 'nbclient>=0.10,<0.12', 'nbformat>=5.10,<6', 'ipykernel>=6.29,<8'],
+                 'nbclient>=0.10,<0.12', 'nbformat>=5.10,<6', 'ipykernel>=6.29,<8',
+                 'ruff==0.17.6'],
     },
 )

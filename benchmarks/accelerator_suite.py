@@ -87,6 +87,7 @@ def stage_env(args) -> list[str]:
   """The devices and a bf16 matmul peak measured now, beside the listed one."""
   import jax  # pylint: disable=import-outside-toplevel
   import jax.numpy as jnp  # pylint: disable=import-outside-toplevel
+
   from electra_jax import flops  # pylint: disable=import-outside-toplevel
   size = 512 if args.dry_run else 8192
   rows = []

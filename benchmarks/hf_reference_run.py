@@ -21,9 +21,9 @@ import collections
 import os
 
 from absl import flags
+from ml_collections import config_flags
 import numpy as np
 import torch
-from ml_collections import config_flags
 
 from benchmarks import hf_baseline
 from electra_jax import cli, objectives, optim

@@ -22,15 +22,16 @@ def _import_tensorboardx_without_torch() -> None:
     return
   sys.modules['torch'] = None  # `import torch` raises ImportError.
   try:
-    import tensorboardX  # pylint: disable=g-import-not-at-top,unused-import
+    import tensorboardX  # noqa: F401  # pylint: disable=g-import-not-at-top,unused-import
   finally:
     del sys.modules['torch']
 
 
 _import_tensorboardx_without_torch()
 # pylint: disable=g-import-not-at-top,g-bad-import-order
-from tensorboardX import event_file_writer, record_writer, summary
-from tensorboardX.proto import event_pb2, summary_pb2
+from tensorboardX import event_file_writer, record_writer, summary  # noqa: E402
+from tensorboardX.proto import event_pb2, summary_pb2  # noqa: E402
+
 # pylint: enable=g-import-not-at-top,g-bad-import-order
 
 

@@ -21,7 +21,17 @@ import ml_collections
 import numpy as np
 import optax
 
-from electra_jax import (checkpointing, config_lib, flops, loop, metric_writer, objectives, optim, pretrain_eval, sharding)
+from electra_jax import (
+  checkpointing,
+  config_lib,
+  flops,
+  loop,
+  metric_writer,
+  objectives,
+  optim,
+  pretrain_eval,
+  sharding,
+)
 from electra_jax.data import pipeline, shards, tokenizers
 from electra_jax.model import ElectraPretrainingModel
 

@@ -70,3 +70,15 @@ def real_token_rows(tiny_tokenizer):
     if len(rows) >= 64:
       break
   return np.stack(rows[:64])
+
+
+@pytest.fixture(scope='module')
+def prepared_tiny(tmp_path_factory) -> str:
+  """Two Wikipedia files with a 2,000-piece sentencepiece model, for the tiny config."""
+  from electra_jax.data import shard_writer  # pylint: disable=g-import-not-at-top
+  options = shard_writer.PrepareOptions(
+      corpus=f'wiki:{data_dir()}/wikipedia/AA/wiki_0[0-1]', max_seq_length=64,
+      spm_vocab_size=2000, spm_sample_sentences=50_000)
+  directory = str(tmp_path_factory.mktemp('prepared'))
+  shard_writer.prepare(options, directory, num_workers=1, progress=False)
+  return directory

@@ -19,24 +19,13 @@ import orbax.checkpoint as ocp
 import pytest
 
 from electra_jax import checkpointing
-from electra_jax.data import shard_writer
-from tests.conftest import REPO, data_dir
 from electra_jax.metric_writer import read_scalars
+from tests.conftest import REPO
 from tests.test_train import run_main
 
 # Throughput depends on the machine, not on the computation.
 _TIMING_TAGS = ('train/step_time_s', 'train/tokens_per_s', 'train/examples_per_s',
                 'train/model_tflops_per_s', 'train/mfu')
-
-
-@pytest.fixture(scope='module')
-def prepared_tiny(tmp_path_factory) -> str:
-  options = shard_writer.PrepareOptions(
-      corpus=f'wiki:{data_dir()}/wikipedia/AA/wiki_0[0-1]', max_seq_length=64,
-      spm_vocab_size=2000, spm_sample_sentences=50_000)
-  directory = str(tmp_path_factory.mktemp('prepared'))
-  shard_writer.prepare(options, directory, num_workers=1, progress=False)
-  return directory
 
 
 def _args(prepared: str, *extra: str) -> list[str]:

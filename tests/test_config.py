@@ -11,11 +11,11 @@ from tests.conftest import REPO
 
 
 def test_paper_hyperparameters():
-  s, b, l = small.get_config(), base.get_config(), large.get_config()
+  s, b, g = small.get_config(), base.get_config(), large.get_config()
   for config, layers, hidden, embed, seq, batch, lr, steps in (
       (s, 12, 256, 128, 128, 128, 5e-4, 1_000_000),
       (b, 12, 768, 768, 512, 256, 2e-4, 766_000),
-      (l, 24, 1024, 1024, 512, 2048, 2e-4, 400_000)):
+      (g, 24, 1024, 1024, 512, 2048, 2e-4, 400_000)):
     config_lib.validate(config, check_data=False)
     assert (config.model.num_layers, config.model.hidden_size, config.model.embedding_size,
             config.max_seq_length, config.batch_size, config.learning_rate,
@@ -26,15 +26,15 @@ def test_paper_hyperparameters():
     assert config.model.dropout_rate == 0.1
     assert (config.objective.gen_weight, config.objective.disc_weight) == (1.0, 50.0)
   assert s.objective.mask_prob == b.objective.mask_prob == 0.15
-  assert l.objective.mask_prob == 0.25
+  assert g.objective.mask_prob == 0.25
   # Generator size: 1/4 (small, large) and 1/3 (base) of the discriminator.
   assert config_lib.generator_config(s).hidden_size == 64
   assert config_lib.generator_config(b).hidden_size == 256
-  assert config_lib.generator_config(l).hidden_size == 256
+  assert config_lib.generator_config(g).hidden_size == 256
   assert config_lib.generator_config(s).num_heads == 1
   assert config_lib.max_predictions_per_seq(s) == 19  # int((0.15 + 0.005) * 128)
   # Large shards its parameters and optimizer state over every device.
-  assert (l.mesh.data, l.mesh.fsdp, l.mesh.tensor) == (1, -1, 1)
+  assert (g.mesh.data, g.mesh.fsdp, g.mesh.tensor) == (1, -1, 1)
   assert (s.mesh.data, s.mesh.fsdp, b.mesh.data, b.mesh.fsdp) == (-1, 1, -1, 1)
   config_lib.validate(tiny.get_config(), check_data=False)
 

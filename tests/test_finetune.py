@@ -17,8 +17,8 @@ import sys
 
 import pytest
 
-from tests.conftest import REPO, data_dir, require
 from electra_jax.metric_writer import read_scalars
+from tests.conftest import REPO, data_dir, require
 
 NOTEBOOK = REPO / 'launch' / 'colab_tpu.ipynb'
 

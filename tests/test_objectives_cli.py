@@ -11,9 +11,14 @@ import numpy as np
 import pytest
 
 from tests.conftest import REPO
-# prepared_tiny is a fixture, used by name.
-from tests.test_checkpointing import (_args, _last_per_step, _logged_steps, _params, _start,
-                                      _wait_for_step, prepared_tiny)
+from tests.test_checkpointing import (
+  _args,
+  _last_per_step,
+  _logged_steps,
+  _params,
+  _start,
+  _wait_for_step,
+)
 from tests.test_train import run_main
 
 # One layer per network: the compile is what each of the runs below mostly spends.

@@ -20,8 +20,8 @@ import multiprocessing
 import os
 import shutil
 import time
-import unicodedata
 from typing import Any
+import unicodedata
 
 from absl import logging
 import sentencepiece as spm
