@@ -33,18 +33,28 @@ os.environ['XLA_PYTHON_CLIENT_PREALLOCATE'] = 'false'
 # Issue 33's targets on one H100.
 SMALL_TOKENS_PER_S_TARGET = 1.1e6
 BASE_MFU_TARGET = 0.45
-_VERSIONS = ('jax', 'jaxlib', 'flax', 'optax', 'orbax-checkpoint', 'grain', 'ml-collections',
-             'torch', 'transformers')
+_VERSIONS = (
+  'jax',
+  'jaxlib',
+  'flax',
+  'optax',
+  'orbax-checkpoint',
+  'grain',
+  'ml-collections',
+  'torch',
+  'transformers',
+)
 
 
 def _commit(kit: pathlib.Path) -> str:
   """The repository's commit, or the one the kit was built at (a copied tree has no .git)."""
   try:
-    return subprocess.run(['git', 'rev-parse', '--short', 'HEAD'], cwd=REPO, check=True,
-                          capture_output=True, text=True).stdout.strip()
+    return subprocess.run(
+      ['git', 'rev-parse', '--short', 'HEAD'], cwd=REPO, check=True, capture_output=True, text=True
+    ).stdout.strip()
   except (OSError, subprocess.CalledProcessError):
     path = kit / 'commit.txt'
-    return f'{path.read_text().strip()} (the kit\'s)' if path.exists() else 'unknown'
+    return f"{path.read_text().strip()} (the kit's)" if path.exists() else 'unknown'
 
 
 def _versions() -> dict[str, str]:
@@ -59,16 +69,24 @@ def _versions() -> dict[str, str]:
 
 def _device() -> str:
   import jax  # pylint: disable=import-outside-toplevel (after the kit is on the path)
+
   devices = jax.devices()
   return f'{len(devices)} x {devices[0].device_kind} ({devices[0].platform})'
 
 
-def _write(out: pathlib.Path, stage: str, kit: pathlib.Path, body: list[str],
-           dry_run: bool) -> None:
+def _write(
+  out: pathlib.Path, stage: str, kit: pathlib.Path, body: list[str], dry_run: bool
+) -> None:
   versions = ', '.join(f'{k} {v}' for k, v in _versions().items())
-  header = [f'# Stage {stage}{" (dry run)" if dry_run else ""}', '',
-            f'- device: {_device()}', f'- versions: {versions}', f'- commit: {_commit(kit)}',
-            f'- date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC', '']
+  header = [
+    f'# Stage {stage}{" (dry run)" if dry_run else ""}',
+    '',
+    f'- device: {_device()}',
+    f'- versions: {versions}',
+    f'- commit: {_commit(kit)}',
+    f'- date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC',
+    '',
+  ]
   out.mkdir(parents=True, exist_ok=True)
   text = '\n'.join(header + body) + '\n'
   (out / f'{stage}.md').write_text(text)
@@ -76,8 +94,11 @@ def _write(out: pathlib.Path, stage: str, kit: pathlib.Path, body: list[str],
 
 
 def _table(header: list[str], rows: list[list[str]]) -> list[str]:
-  return ['| ' + ' | '.join(header) + ' |', '|' + '---|' * len(header),
-          *('| ' + ' | '.join(row) + ' |' for row in rows)]
+  return [
+    '| ' + ' | '.join(header) + ' |',
+    '|' + '---|' * len(header),
+    *('| ' + ' | '.join(row) + ' |' for row in rows),
+  ]
 
 
 # --- env --------------------------------------------------------------------------------
@@ -89,16 +110,22 @@ def stage_env(args) -> list[str]:
   import jax.numpy as jnp  # pylint: disable=import-outside-toplevel
 
   from electra_jax import flops  # pylint: disable=import-outside-toplevel
+
   size = 512 if args.dry_run else 8192
   rows = []
   for dtype in (jnp.bfloat16, jnp.float32):
     peak = flops.measure_matmul_peak(size, repeats=3 if args.dry_run else 20, dtype=dtype)
     rows.append([jnp.dtype(dtype).name, f'{size}', f'{peak / 1e12:.3g}'])
   listed = flops.device_peak_flops(jax.devices()[0].device_kind)
-  return [f'{len(jax.devices())} devices: ' + ', '.join(str(d) for d in jax.devices()), '',
-          *_table(['dtype', 'matmul n', 'measured TFLOP/s'], rows), '',
-          f'Listed bf16 peak per device: {listed / 1e12:.0f} TFLOP/s'
-          if listed else 'No listed peak for this device (MFU uses the measured f32 peak).']
+  return [
+    f'{len(jax.devices())} devices: ' + ', '.join(str(d) for d in jax.devices()),
+    '',
+    *_table(['dtype', 'matmul n', 'measured TFLOP/s'], rows),
+    '',
+    f'Listed bf16 peak per device: {listed / 1e12:.0f} TFLOP/s'
+    if listed
+    else 'No listed peak for this device (MFU uses the measured f32 peak).',
+  ]
 
 
 # --- small and base: timed variants -----------------------------------------------------
@@ -109,8 +136,16 @@ def _benchmark(config: str, flags: list[str], args, baseline: bool = False) -> d
   steps = ['--steps=2', '--warmup=1'] if args.dry_run else ['--steps=30', '--warmup=5']
   with tempfile.TemporaryDirectory() as tmp:
     results = os.path.join(tmp, 'results.json')
-    command = [sys.executable, '-m', 'electra_jax.benchmark', f'--config={config}', *flags,
-               *steps, f'--results_json={results}', *(['--baseline=hf'] if baseline else [])]
+    command = [
+      sys.executable,
+      '-m',
+      'electra_jax.benchmark',
+      f'--config={config}',
+      *flags,
+      *steps,
+      f'--results_json={results}',
+      *(['--baseline=hf'] if baseline else []),
+    ]
     print('$', ' '.join(command), flush=True)
     done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, env=_CHILD_ENV)
     sys.stdout.write(done.stdout[-3000:])
@@ -122,8 +157,13 @@ def _benchmark(config: str, flags: list[str], args, baseline: bool = False) -> d
       return json.load(f)
 
 
-def _variant_rows(config: str, common: list[str], variants: dict[str, list[str]], args,
-                  baseline_variant: str | None = None) -> tuple[list[list[str]], list[dict]]:
+def _variant_rows(
+  config: str,
+  common: list[str],
+  variants: dict[str, list[str]],
+  args,
+  baseline_variant: str | None = None,
+) -> tuple[list[list[str]], list[dict]]:
   rows, figures = [], []
   for name, flags in variants.items():
     if 'cudnn' in name and args.platform != 'gpu':
@@ -135,13 +175,28 @@ def _variant_rows(config: str, common: list[str], variants: dict[str, list[str]]
       continue
     figures.append({'variant': name, **result})
     peak = result.get('peak_bytes')
-    rows.append([name, f'{result["tokens_per_s"]:,.0f}', f'{result["mfu"]:.1%}',
-                 f'{result["step_time_s"] * 1e3:.1f}', f'{result["compile_s"]:.1f}',
-                 f'{peak / 2**30:.2f}' if peak else 'n/a'])
+    rows.append(
+      [
+        name,
+        f'{result["tokens_per_s"]:,.0f}',
+        f'{result["mfu"]:.1%}',
+        f'{result["step_time_s"] * 1e3:.1f}',
+        f'{result["compile_s"]:.1f}',
+        f'{peak / 2**30:.2f}' if peak else 'n/a',
+      ]
+    )
     if 'baseline_tokens_per_s' in result:
       base = result['baseline_tokens_per_s']
-      rows.append([f'HF transformers (PyTorch), as {name}', f'{base:,.0f}',
-                   f'ours / HF: {result["tokens_per_s"] / base:.2f}', '', '', ''])
+      rows.append(
+        [
+          f'HF transformers (PyTorch), as {name}',
+          f'{base:,.0f}',
+          f'ours / HF: {result["tokens_per_s"] / base:.2f}',
+          '',
+          '',
+          '',
+        ]
+      )
   return rows, figures
 
 
@@ -155,29 +210,45 @@ def _attention_and_remat_variants(layers: int, args) -> dict[str, list[str]]:
   no_dropout = ['--config.model.attention_dropout_rate=0']
   fused = 'cudnn' if args.platform == 'gpu' else 'xla'
   if args.dry_run:
-    return {'explicit attention': ['--config.model.attention_impl=explicit'],
-            f'{fused}, scan unrolled, remat dots_saveable': [
-                f'--config.model.attention_impl={fused}', *no_dropout,
-                f'--config.model.scan_unroll={layers}',
-                '--config.model.remat_policy=dots_saveable']}
-  return {
+    return {
       'explicit attention': ['--config.model.attention_impl=explicit'],
-      'xla attention': ['--config.model.attention_impl=xla', *no_dropout],
-      'cudnn attention': ['--config.model.attention_impl=cudnn', *no_dropout],
-      f'{fused}, scan unrolled': [f'--config.model.attention_impl={fused}', *no_dropout,
-                                  f'--config.model.scan_unroll={layers}'],
-      f'{fused}, remat dots_saveable': [f'--config.model.attention_impl={fused}', *no_dropout,
-                                        '--config.model.remat_policy=dots_saveable'],
+      f'{fused}, scan unrolled, remat dots_saveable': [
+        f'--config.model.attention_impl={fused}',
+        *no_dropout,
+        f'--config.model.scan_unroll={layers}',
+        '--config.model.remat_policy=dots_saveable',
+      ],
+    }
+  return {
+    'explicit attention': ['--config.model.attention_impl=explicit'],
+    'xla attention': ['--config.model.attention_impl=xla', *no_dropout],
+    'cudnn attention': ['--config.model.attention_impl=cudnn', *no_dropout],
+    f'{fused}, scan unrolled': [
+      f'--config.model.attention_impl={fused}',
+      *no_dropout,
+      f'--config.model.scan_unroll={layers}',
+    ],
+    f'{fused}, remat dots_saveable': [
+      f'--config.model.attention_impl={fused}',
+      *no_dropout,
+      '--config.model.remat_policy=dots_saveable',
+    ],
   }
 
 
-def _report(intro: str, rows: list[list[str]], figures: list[dict], key: str, target: float,
-            show) -> list[str]:
+def _report(
+  intro: str, rows: list[list[str]], figures: list[dict], key: str, target: float, show
+) -> list[str]:
   """The stage's text: the intro, the table, and the best variant against the target."""
   best = max((f[key] for f in figures), default=0)
-  return [intro, '', *_table(_HEADER, rows), '',
-          f'Best: {show(best)} against the target of {show(target)} '
-          f'({"met" if best >= target else "not met"}).']
+  return [
+    intro,
+    '',
+    *_table(_HEADER, rows),
+    '',
+    f'Best: {show(best)} against the target of {show(target)} '
+    f'({"met" if best >= target else "not met"}).',
+  ]
 
 
 def stage_small(args) -> list[str]:
@@ -187,19 +258,34 @@ def stage_small(args) -> list[str]:
   else:
     config, layers = 'configs/small.py', 12
     common = ['--config.model.dtype=bfloat16', '--config.batch_size=128']
-  rows, figures = _variant_rows(config, common, _attention_and_remat_variants(layers, args),
-                                args, baseline_variant='explicit attention')
-  intro = (f'`{config}`, bf16 activations, {"a few" if args.dry_run else 30} timed steps '
-           'each (`python -m electra_jax.benchmark`); HF: `benchmarks/hf_baseline.py` on the '
-           'same device.')
-  return _report(intro, rows, figures, 'tokens_per_s', SMALL_TOKENS_PER_S_TARGET,
-                 lambda x: f'{x:,.0f} tokens/s')
+  rows, figures = _variant_rows(
+    config,
+    common,
+    _attention_and_remat_variants(layers, args),
+    args,
+    baseline_variant='explicit attention',
+  )
+  intro = (
+    f'`{config}`, bf16 activations, {"a few" if args.dry_run else 30} timed steps '
+    'each (`python -m electra_jax.benchmark`); HF: `benchmarks/hf_baseline.py` on the '
+    'same device.'
+  )
+  return _report(
+    intro, rows, figures, 'tokens_per_s', SMALL_TOKENS_PER_S_TARGET, lambda x: f'{x:,.0f} tokens/s'
+  )
 
 
 def _largest_batch(config: str, common: list[str], args) -> int | str:
   """The largest batch whose step compiles into the device's memory (electra_jax.aot)."""
-  command = [sys.executable, '-m', 'electra_jax.aot', f'--config={config}', *common,
-             '--topology=local', '--find_max_batch']
+  command = [
+    sys.executable,
+    '-m',
+    'electra_jax.aot',
+    f'--config={config}',
+    *common,
+    '--topology=local',
+    '--find_max_batch',
+  ]
   if args.platform == 'cpu':
     command.append('--device_memory_gib=0.25')  # CPU devices report no limit.
   print('$', ' '.join(command), flush=True)
@@ -227,11 +313,12 @@ def stage_base(args) -> list[str]:
   batch = _largest_batch(config, common + (fused if args.platform == 'gpu' else []), args)
   if isinstance(batch, str):
     return [f'The largest batch could not be found: {batch}']
-  rows, figures = _variant_rows(config, common + [f'--config.batch_size={batch}'], variants,
-                                args)
-  intro = (f'`{config}`, bf16, sequence {128 if args.dry_run else 512}, batch {batch} (the '
-           'largest whose step fits, `python -m electra_jax.aot --topology=local '
-           '--find_max_batch`).')
+  rows, figures = _variant_rows(config, common + [f'--config.batch_size={batch}'], variants, args)
+  intro = (
+    f'`{config}`, bf16, sequence {128 if args.dry_run else 512}, batch {batch} (the '
+    'largest whose step fits, `python -m electra_jax.aot --topology=local '
+    '--find_max_batch`).'
+  )
   return _report(intro, rows, figures, 'mfu', BASE_MFU_TARGET, lambda x: f'{x:.1%} MFU')
 
 
@@ -242,8 +329,12 @@ def stage_base(args) -> list[str]:
 _PAPER_SMALL_GLUE = {0.0625: 74.1, 0.125: 76.0}
 _PAPER_SMALL_STEPS = 1_000_000
 # The GLUE tasks the kit carries: (folder, dev metric).
-_GLUE = {'cola': ('CoLA', 'mcc'), 'sst-2': ('SST-2', 'accuracy'), 'mrpc': ('MRPC', 'f1'),
-         'wnli': ('WNLI', 'accuracy')}
+_GLUE = {
+  'cola': ('CoLA', 'mcc'),
+  'sst-2': ('SST-2', 'accuracy'),
+  'mrpc': ('MRPC', 'f1'),
+  'wnli': ('WNLI', 'accuracy'),
+}
 
 
 def _latest_step(workdir: pathlib.Path) -> int:
@@ -251,13 +342,15 @@ def _latest_step(workdir: pathlib.Path) -> int:
   return max(steps, default=0)
 
 
-def _run(command: list[str], timeout_s: float | None = None,
-         log: pathlib.Path | None = None) -> subprocess.CompletedProcess:
+def _run(
+  command: list[str], timeout_s: float | None = None, log: pathlib.Path | None = None
+) -> subprocess.CompletedProcess:
   """Runs a CLI, appending its stderr to `log`; at `timeout_s` it gets SIGTERM, on which
   the main job saves its checkpoint and exits (two more minutes are allowed for that)."""
   print('$', ' '.join(command), flush=True)
-  process = subprocess.Popen(command, cwd=REPO, env=_CHILD_ENV, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True)
+  process = subprocess.Popen(
+    command, cwd=REPO, env=_CHILD_ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+  )
   try:
     out, err = process.communicate(timeout=timeout_s)
   except subprocess.TimeoutExpired:
@@ -283,8 +376,12 @@ def stage_quality(args) -> list[str]:
   minutes = float(os.environ.get('QUALITY_MINUTES', 8))
   workdir = args.out / 'quality' / 'pretrain'
   if args.dry_run:
-    model = ['--config=configs/tiny.py', '--config.model.vocab_size=30522',
-             '--config.max_seq_length=128', '--config.model.max_position_embeddings=128']
+    model = [
+      '--config=configs/tiny.py',
+      '--config.model.vocab_size=30522',
+      '--config.max_seq_length=128',
+      '--config.model.max_position_embeddings=128',
+    ]
   else:
     model = ['--config=configs/small.py', '--config.model.dtype=bfloat16']
     if args.platform == 'gpu':
@@ -292,24 +389,44 @@ def stage_quality(args) -> list[str]:
   start = _latest_step(workdir)
   workdir.mkdir(parents=True, exist_ok=True)
   if start < steps:
-    done = _run([sys.executable, '-m', 'electra_jax.main', *model, f'--workdir={workdir}',
-                 f'--config.data.prepared_dir={args.kit / "data" / "wiki_train"}',
-                 f'--config.num_train_steps={steps}', '--config.checkpoint.every_steps=2000',
-                 f'--config.compilation_cache_dir={args.out / "xla_cache"}'],
-                timeout_s=60 * minutes, log=args.out / 'quality' / 'pretrain.log')
+    done = _run(
+      [
+        sys.executable,
+        '-m',
+        'electra_jax.main',
+        *model,
+        f'--workdir={workdir}',
+        f'--config.data.prepared_dir={args.kit / "data" / "wiki_train"}',
+        f'--config.num_train_steps={steps}',
+        '--config.checkpoint.every_steps=2000',
+        f'--config.compilation_cache_dir={args.out / "xla_cache"}',
+      ],
+      timeout_s=60 * minutes,
+      log=args.out / 'quality' / 'pretrain.log',
+    )
     reached = _latest_step(workdir)
     if reached < steps:
       tail = done.stderr.strip().splitlines()[-1:] if done.returncode else []
-      return [f'Pretraining went from step {start} to {reached} of {steps} in this job'
-              f'{" and failed: " + tail[0] if tail else ""}; run STAGE=quality again to '
-              'continue.']
+      return [
+        f'Pretraining went from step {start} to {reached} of {steps} in this job'
+        f'{" and failed: " + tail[0] if tail else ""}; run STAGE=quality again to '
+        'continue.'
+      ]
   figures = _quality_figures(args, workdir, steps, model)
   return figures
 
 
 def _quality_figures(args, workdir: pathlib.Path, steps: int, model: list[str]) -> list[str]:
-  evaluated = _run([sys.executable, '-m', 'electra_jax.evaluate', f'--workdir={workdir}',
-                    f'--data={args.kit / "data" / "wiki_held_out"}', '--num_batches=8'])
+  evaluated = _run(
+    [
+      sys.executable,
+      '-m',
+      'electra_jax.evaluate',
+      f'--workdir={workdir}',
+      f'--data={args.kit / "data" / "wiki_held_out"}',
+      '--num_batches=8',
+    ]
+  )
   held_out = (evaluated.stdout.strip().splitlines() or ['evaluation failed'])[-1]
   rows = []
   tasks = os.environ.get('QUALITY_TASKS', ' '.join(_GLUE)).split()
@@ -319,9 +436,19 @@ def _quality_figures(args, workdir: pathlib.Path, steps: int, model: list[str]) 
     run = args.out / 'quality' / f'finetune_step_{steps}' / task
     if not (run / 'results.json').exists():
       extra = ['--config.max_train_examples=32', '--config.num_train_epochs=1'] * args.dry_run
-      _run([sys.executable, '-m', 'electra_jax.finetune', f'--task={task}',
-            f'--glue_dir={args.kit / "glue"}', f'--init={workdir}', f'--workdir={run}',
-            '--config.num_seeds=1', *extra])
+      _run(
+        [
+          sys.executable,
+          '-m',
+          'electra_jax.finetune',
+          f'--task={task}',
+          f'--glue_dir={args.kit / "glue"}',
+          f'--init={workdir}',
+          f'--workdir={run}',
+          '--config.num_seeds=1',
+          *extra,
+        ]
+      )
     if (run / 'results.json').exists():
       result = json.loads((run / 'results.json').read_text())
       rows.append([task, metric, f'{result["median"]["dev"][metric]:.3f}'])
@@ -333,17 +460,21 @@ def _quality_figures(args, workdir: pathlib.Path, steps: int, model: list[str]) 
   passes = steps * batch / examples
   fraction = steps / _PAPER_SMALL_STEPS
   anchors = ', '.join(f'{f:.2%} of training: GLUE {s}' for f, s in _PAPER_SMALL_GLUE.items())
-  return [f'`{model[0].split("=")[1]}` pretrained for {steps:,} steps on the kit\'s slice '
-          f'({steps * batch * 128:,} tokens, {passes:.1f} passes over its '
-          f'{examples:,} examples; {fraction:.2%} of the paper\'s 1M-step '
-          'schedule for Small, which never repeats its data).',
-          '', f'Held-out (`electra_jax.evaluate`, kit `wiki_held_out`): {held_out}', '',
-          *_table(['task', 'dev metric', 'one seed'], rows), '',
-          f'The paper\'s partly trained ELECTRA-Small: {anchors}.']
+  return [
+    f"`{model[0].split('=')[1]}` pretrained for {steps:,} steps on the kit's slice "
+    f'({steps * batch * 128:,} tokens, {passes:.1f} passes over its '
+    f"{examples:,} examples; {fraction:.2%} of the paper's 1M-step "
+    'schedule for Small, which never repeats its data).',
+    '',
+    f'Held-out (`electra_jax.evaluate`, kit `wiki_held_out`): {held_out}',
+    '',
+    *_table(['task', 'dev metric', 'one seed'], rows),
+    '',
+    f"The paper's partly trained ELECTRA-Small: {anchors}.",
+  ]
 
 
-STAGES = {'env': stage_env, 'small': stage_small, 'base': stage_base,
-          'quality': stage_quality}
+STAGES = {'env': stage_env, 'small': stage_small, 'base': stage_base, 'quality': stage_quality}
 
 
 def main() -> None:
@@ -354,6 +485,7 @@ def main() -> None:
   parser.add_argument('--dry_run', action='store_true')
   args = parser.parse_args()
   import jax  # pylint: disable=import-outside-toplevel
+
   args.platform = jax.devices()[0].platform
   start = time.perf_counter()
   body = STAGES[args.stage](args)

@@ -29,8 +29,9 @@ from benchmarks import hf_baseline
 from electra_jax import cli, objectives, optim
 from electra_jax.data import pipeline, shards
 
-_CONFIG = config_flags.DEFINE_config_file('config', None, 'Path to a config file.',
-                                          lock_config=True)
+_CONFIG = config_flags.DEFINE_config_file(
+  'config', None, 'Path to a config file.', lock_config=True
+)
 _STEPS = flags.DEFINE_integer('steps', 1000, 'Train steps to run.')
 _LOG_EVERY = flags.DEFINE_integer('log_every', 50, 'Steps per printed window.')
 
@@ -47,7 +48,8 @@ def main(argv: list[str]) -> None:
   # Our schedule, as a multiple of the peak rate torch's AdamW was given.
   schedule = optim.learning_rate_schedule(config)
   scheduler = torch.optim.lr_scheduler.LambdaLR(
-      optimizer, lambda step: float(schedule(step)) / config.learning_rate)
+    optimizer, lambda step: float(schedule(step)) / config.learning_rate
+  )
   obj = objectives.Settings.from_config(config, data.special_ids)
   rng = torch.Generator().manual_seed(config.seed)
   batches = pipeline.train_iterator(data, config, process_index=0, process_count=1)
@@ -55,17 +57,23 @@ def main(argv: list[str]) -> None:
   for step in range(1, _STEPS.value + 1):
     batch = next(batches)
     loss, metrics = hf_baseline.pretraining_losses(
-        model, torch.from_numpy(np.asarray(batch['input_ids'])).long(),
-        torch.from_numpy(np.asarray(batch['attention_mask'])).long(),
-        torch.from_numpy(np.asarray(batch['token_type_ids'])).long(),
-        obj=obj, generator=rng, with_metrics=True)
+      model,
+      torch.from_numpy(np.asarray(batch['input_ids'])).long(),
+      torch.from_numpy(np.asarray(batch['attention_mask'])).long(),
+      torch.from_numpy(np.asarray(batch['token_type_ids'])).long(),
+      obj=obj,
+      generator=rng,
+      with_metrics=True,
+    )
     hf_baseline.apply_update(optimizer, params, loss, config.max_grad_norm)
     scheduler.step()
     for name, value in metrics.items():
       window[name].append(value)
     if step % _LOG_EVERY.value == 0:
-      print(f'[{step}] ' + ', '.join(f'{k}={np.mean(v):.5g}' for k, v in sorted(window.items())),
-            flush=True)
+      print(
+        f'[{step}] ' + ', '.join(f'{k}={np.mean(v):.5g}' for k, v in sorted(window.items())),
+        flush=True,
+      )
       window.clear()
 
 

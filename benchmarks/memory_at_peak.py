@@ -26,8 +26,10 @@ _RANGE = re.compile(r'\s+(\S+):(\d+)-(\d+)$')
 def _dump_file(directory: str, suffix: str) -> str:
   paths = sorted(glob.glob(os.path.join(directory, f'*jit_train_step*{suffix}')))
   if not paths:
-    raise SystemExit(f'error: no *jit_train_step*{suffix} in {directory}; compile with '
-                     f'XLA_FLAGS=--xla_dump_to={directory}')
+    raise SystemExit(
+      f'error: no *jit_train_step*{suffix} in {directory}; compile with '
+      f'XLA_FLAGS=--xla_dump_to={directory}'
+    )
   return paths[-1]
 
 
@@ -36,9 +38,9 @@ def read_values(path: str) -> dict[str, tuple[int, int, int, str]]:
   values, allocation = {}, -1
   with open(path) as f:
     for line in f:
-      if (m := _ALLOCATION.match(line)):
+      if m := _ALLOCATION.match(line):
         allocation = int(m.group(1))
-      elif (m := _VALUE.match(line)):
+      elif m := _VALUE.match(line):
         name, size, offset, shape = m.groups()
         values[name] = (int(size), allocation, int(offset), shape.split('{')[0])
   return values
@@ -49,7 +51,7 @@ def read_ranges(path: str, values) -> dict[str, tuple[int, int]]:
   ranges = {}
   with open(path) as f:
     for line in f:
-      if (m := _RANGE.match(line)):
+      if m := _RANGE.match(line):
         name = m.group(1)
         if name not in values and name.endswith('{}'):
           name = name[:-2]
@@ -77,8 +79,9 @@ def main() -> None:
   values = read_values(_dump_file(args.dump_dir, 'after_optimizations-buffer-assignment.txt'))
   ranges = read_ranges(_dump_file(args.dump_dir, 'after_optimizations-live-range.txt'), values)
   end = max(last for _, last in ranges.values())
-  peak, peak_t = max((sum(s for s, _ in live_at(t, values, ranges).values()), t)
-                     for t in range(0, end + 1, 5))
+  peak, peak_t = max(
+    (sum(s for s, _ in live_at(t, values, ranges).values()), t) for t in range(0, end + 1, 5)
+  )
   by_shape = collections.Counter()
   for size, shape in live_at(peak_t, values, ranges).values():
     by_shape[shape] += size

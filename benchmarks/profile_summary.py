@@ -36,7 +36,7 @@ def _op_names(hlo: str) -> dict[str, tuple[str, str, set[str]]]:
   """instruction -> (shape, opcode, the op_names of it and of what it fuses)."""
   bodies: dict[str, set[str]] = {}
   for match in _COMPUTATION.finditer(hlo):
-    body = hlo[match.end():hlo.find('\n}', match.end())]
+    body = hlo[match.end() : hlo.find('\n}', match.end())]
     bodies[match[1]] = set(_OP_NAME.findall(body))
   instructions = {}
   for match in _INSTRUCTION.finditer(hlo):
@@ -56,18 +56,25 @@ def category(kernel: str, opcode: str, names: set[str]) -> str:
     return 'generator sampling (Gumbel-max noise and argmax)'
   if 'Dropout' in text or 'dropout' in text:
     return 'dropout (random bits and masks)'
-  if 'dynamic_update_slice' in text or 'dynamic_slice' in text or (
-      not names and opcode in ('fusion', 'copy')):
+  if (
+    'dynamic_update_slice' in text
+    or 'dynamic_slice' in text
+    or (not names and opcode in ('fusion', 'copy'))
+  ):
     return 'scan over layers (stacked buffers: zero fill, copies, slices)'
   return 'other (elementwise, softmax, LayerNorm, loss, optimizer)'
 
 
 def main(directory: str) -> None:
-  traces = sorted(glob.glob(os.path.join(directory, '**', '*.trace.json.gz'), recursive=True),
-                  key=os.path.getmtime)
+  traces = sorted(
+    glob.glob(os.path.join(directory, '**', '*.trace.json.gz'), recursive=True),
+    key=os.path.getmtime,
+  )
   if not traces:
-    sys.exit(f'error: no *.trace.json.gz under {directory}; run electra_jax.benchmark with '
-             f'--profile_dir={directory}')
+    sys.exit(
+      f'error: no *.trace.json.gz under {directory}; run electra_jax.benchmark with '
+      f'--profile_dir={directory}'
+    )
   hlo_path = os.path.join(directory, 'train_step.hlo.txt')
   if not os.path.exists(hlo_path):
     sys.exit(f'error: {hlo_path} is missing; the benchmark writes it with the trace')
@@ -75,8 +82,7 @@ def main(directory: str) -> None:
     instructions = _op_names(f.read())
   with gzip.open(traces[-1]) as f:
     events = [e for e in json.load(f)['traceEvents'] if e.get('ph') == 'X']
-  steps = max(1, sum(e['name'] == 'ThunkExecutor::Execute (wait for completion)'
-                     for e in events))
+  steps = max(1, sum(e['name'] == 'ThunkExecutor::Execute (wait for completion)' for e in events))
 
   per_kernel: collections.Counter[str] = collections.Counter()
   per_thread: collections.Counter[tuple[int, int]] = collections.Counter()
@@ -91,8 +97,10 @@ def main(directory: str) -> None:
 
   total = sum(per_category.values())
   busy = [ms for ms in per_thread.values() if ms > 0.05 * total]
-  print(f'{steps} steps traced; {total:,.0f} ms of kernels per step, on {len(busy)} threads '
-        f'busy {", ".join(f"{ms:,.0f}" for ms in busy)} ms each')
+  print(
+    f'{steps} steps traced; {total:,.0f} ms of kernels per step, on {len(busy)} threads '
+    f'busy {", ".join(f"{ms:,.0f}" for ms in busy)} ms each'
+  )
   for name, ms in per_category.most_common():
     print(f'{ms:9,.1f} ms {ms / total:6.1%}  {name}')
   print('costliest kernels (ms per step, shape, category):')

@@ -196,17 +196,17 @@ def get_config() -> ml_collections.ConfigDict:
   # and vocabulary; the batch over data x fsdp. A dimension that a mesh axis
   # does not divide is replicated instead.
   config.mesh.logical_axis_rules = (
-      ('batch', ('data', 'fsdp')),
-      ('activation_batch', ('data', 'fsdp')),
-      ('activation_length', None),
-      ('activation_embed', None),
-      ('vocab', 'tensor'),
-      ('vocab_embed', 'fsdp'),
-      ('embed', 'fsdp'),
-      ('heads', 'tensor'),
-      ('head_dim', None),
-      ('mlp', 'tensor'),
-      ('layers', None),
+    ('batch', ('data', 'fsdp')),
+    ('activation_batch', ('data', 'fsdp')),
+    ('activation_length', None),
+    ('activation_embed', None),
+    ('vocab', 'tensor'),
+    ('vocab_embed', 'fsdp'),
+    ('embed', 'fsdp'),
+    ('heads', 'tensor'),
+    ('head_dim', None),
+    ('mlp', 'tensor'),
+    ('layers', None),
   )
 
   # --- Logging and checkpoints -----------------------------------------------

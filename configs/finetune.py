@@ -22,8 +22,9 @@ HIDDEN_SIZE = {'small': 256, 'base': 768, 'large': 1024}
 
 def get_config(size: str = 'small') -> ml_collections.ConfigDict:
   if size not in _LEARNING_RATE:
-    raise ValueError(f'configs/finetune.py:{size}: the size must be one of '
-                     f'{sorted(_LEARNING_RATE)}')
+    raise ValueError(
+      f'configs/finetune.py:{size}: the size must be one of {sorted(_LEARNING_RATE)}'
+    )
   config = ml_collections.ConfigDict()
   config.size = size
 

@@ -33,16 +33,24 @@ from ml_collections import config_flags
 from electra_jax import cli, config_lib, errors, flops, sharding, train
 from electra_jax.data import tokenizers
 
-_CONFIG = config_flags.DEFINE_config_file('config', None, 'A config in configs/.',
-                                          lock_config=True)
-_TOPOLOGY = flags.DEFINE_string('topology', None, 'A Cloud TPU slice, e.g. v4-8, v5e-16, '
-                                'v5p-64, v6e-8; or local: the devices of this machine.')
-_DEVICE_MEMORY_GIB = flags.DEFINE_float('device_memory_gib', None, 'With --topology=local: '
-                                        'the memory per device to fit in; by default what '
-                                        'each device reports (GPU, TPU; a CPU reports none).')
-_FIND_MAX_BATCH = flags.DEFINE_boolean('find_max_batch', False, 'Search for the largest '
-                                       'global batch (a multiple of the batch-sharding devices) '
-                                       'that fits.')
+_CONFIG = config_flags.DEFINE_config_file('config', None, 'A config in configs/.', lock_config=True)
+_TOPOLOGY = flags.DEFINE_string(
+  'topology',
+  None,
+  'A Cloud TPU slice, e.g. v4-8, v5e-16, v5p-64, v6e-8; or local: the devices of this machine.',
+)
+_DEVICE_MEMORY_GIB = flags.DEFINE_float(
+  'device_memory_gib',
+  None,
+  'With --topology=local: '
+  'the memory per device to fit in; by default what '
+  'each device reports (GPU, TPU; a CPU reports none).',
+)
+_FIND_MAX_BATCH = flags.DEFINE_boolean(
+  'find_max_batch',
+  False,
+  'Search for the largest global batch (a multiple of the batch-sharding devices) that fits.',
+)
 flags.mark_flags_as_required(['config', 'topology'])
 
 _GIB = 2**30
@@ -59,10 +67,10 @@ class Generation:
 
 # HBM per chip from Cloud TPU's system architecture pages.
 GENERATIONS = {
-    'v4': Generation(2, 32 * _GIB, 'megacore', 'v4', True),
-    'v5p': Generation(2, 95 * _GIB, 'megacore', 'v5p', True),
-    'v5e': Generation(1, 16 * _GIB, 'default', 'v5litepod', False),
-    'v6e': Generation(1, 32 * _GIB, 'default', 'v6e', False),
+  'v4': Generation(2, 32 * _GIB, 'megacore', 'v4', True),
+  'v5p': Generation(2, 95 * _GIB, 'megacore', 'v5p', True),
+  'v5e': Generation(1, 16 * _GIB, 'default', 'v5litepod', False),
+  'v6e': Generation(1, 32 * _GIB, 'default', 'v6e', False),
 }
 
 
@@ -87,29 +95,46 @@ class Slice:
 
 
 # v4 and v5p slices by chip count, as Cloud TPU shapes them.
-_TORUS_3D = {4: '2x2x1', 8: '2x2x2', 16: '2x2x4', 32: '2x4x4', 64: '4x4x4', 128: '4x4x8',
-             256: '4x8x8', 512: '8x8x8', 1024: '8x8x16', 2048: '8x16x16', 4096: '16x16x16'}
+_TORUS_3D = {
+  4: '2x2x1',
+  8: '2x2x2',
+  16: '2x2x4',
+  32: '2x4x4',
+  64: '4x4x4',
+  128: '4x4x8',
+  256: '4x8x8',
+  512: '8x8x8',
+  1024: '8x8x16',
+  2048: '8x16x16',
+  4096: '16x16x16',
+}
 
 
 def parse_slice(name: str) -> Slice:
   gen, _, count = name.partition('-')
   if gen not in GENERATIONS or not count.isdigit():
-    raise TopologyError(f'--topology={name}: not a Cloud TPU slice name; use e.g. v4-8, '
-                        f'v5e-16, v5p-64 or v6e-8 (generations: {", ".join(GENERATIONS)})')
+    raise TopologyError(
+      f'--topology={name}: not a Cloud TPU slice name; use e.g. v4-8, '
+      f'v5e-16, v5p-64 or v6e-8 (generations: {", ".join(GENERATIONS)})'
+    )
   generation = GENERATIONS[gen]
   chips = int(count) // generation.cores_per_chip
   smallest = 4 if generation.three_d else 1
   if chips < smallest or chips & (chips - 1) or (generation.three_d and chips not in _TORUS_3D):
-    raise TopologyError(f'--topology={name}: {gen} slices have a power-of-two number of chips, '
-                        f'at least {smallest} (--topology={gen}-'
-                        f'{smallest * generation.cores_per_chip})')
+    raise TopologyError(
+      f'--topology={name}: {gen} slices have a power-of-two number of chips, '
+      f'at least {smallest} (--topology={gen}-'
+      f'{smallest * generation.cores_per_chip})'
+    )
   return Slice(name, generation, chips)
 
 
 def slice_devices(tpu: Slice) -> list[Any]:
   """Compile-only devices of the slice, from libtpu's topology description."""
-  os.environ.setdefault('TPU_ACCELERATOR_TYPE', f'{tpu.generation.accelerator_prefix}-'
-                        f'{tpu.chips * tpu.generation.cores_per_chip}')
+  os.environ.setdefault(
+    'TPU_ACCELERATOR_TYPE',
+    f'{tpu.generation.accelerator_prefix}-{tpu.chips * tpu.generation.cores_per_chip}',
+  )
   os.environ.setdefault('TPU_WORKER_HOSTNAMES', 'localhost')
   os.environ.setdefault('TPU_SKIP_MDS_QUERY', '1')
   # libtpu takes a machine-wide lock meant to keep two processes off one chip; compiling
@@ -122,17 +147,23 @@ def slice_devices(tpu: Slice) -> list[Any]:
     jax.config.update('jax_platforms', 'cpu')
   try:
     description = topologies.get_topology_desc(
-        topology_name=tpu.topology, platform='tpu', chip_config_name=tpu.generation.chip_config,
-        chips_per_host_bounds=(1, 1, 1) if tpu.chips == 1 else (2, 2, 1), num_slices=1)
+      topology_name=tpu.topology,
+      platform='tpu',
+      chip_config_name=tpu.generation.chip_config,
+      chips_per_host_bounds=(1, 1, 1) if tpu.chips == 1 else (2, 2, 1),
+      num_slices=1,
+    )
   except (RuntimeError, ImportError) as e:  # No libtpu, or a libtpu that lacks the chip.
-    raise TopologyError(f'cannot describe {tpu.name} ({e}); install libtpu: pip install -e '
-                        '".[tpu]"') from None
+    raise TopologyError(
+      f'cannot describe {tpu.name} ({e}); install libtpu: pip install -e ".[tpu]"'
+    ) from None
   return list(description.devices)
 
 
 @dataclasses.dataclass(frozen=True)
 class Target:
   """What the step is compiled for: the devices, and the memory each one has."""
+
   name: str  # As --topology gave it.
   layout: str  # e.g. "v5e:2x4, 8 chips" or "1 x NVIDIA H100 80GB HBM3".
   devices: list[Any]
@@ -164,8 +195,10 @@ def local_target(memory_gib: float | None) -> Target:
   else:
     limits = [(d.memory_stats() or {}).get('bytes_limit') for d in devices]
     if None in limits:
-      raise TopologyError(f'--topology=local: the {devices[0].platform} devices report no '
-                          'memory limit; give one with --device_memory_gib=N')
+      raise TopologyError(
+        f'--topology=local: the {devices[0].platform} devices report no '
+        'memory limit; give one with --device_memory_gib=N'
+      )
     limit = min(limits)
   return Target('local', f'{len(devices)} x {devices[0].device_kind}', devices, limit)
 
@@ -178,13 +211,16 @@ class DoesNotFit(Exception):
     """How far over the HBM XLA:TPU says the step is, if it says: "Used 20.95G of
     15.75G hbm", or "the total memory required for HLO temporaries (350.71G)
     exceeds available HBM (15.75G)" (the HBM left after the arguments)."""
-    match = re.search(r'Used ([0-9.]+)([KMGT]) of ([0-9.]+)([KMGT]) hbm|required for HLO '
-                      r'temporaries \(([0-9.]+)([KMGT])\) exceeds available HBM '
-                      r'\(([0-9.]+)([KMGT])\)', str(self))
+    match = re.search(
+      r'Used ([0-9.]+)([KMGT]) of ([0-9.]+)([KMGT]) hbm|required for HLO '
+      r'temporaries \(([0-9.]+)([KMGT])\) exceeds available HBM '
+      r'\(([0-9.]+)([KMGT])\)',
+      str(self),
+    )
     if not match:
       return None
     groups = match.groups()[:4] if match[1] else match.groups()[4:]
-    to_bytes = lambda number, unit: float(number) * 1024**('KMGT'.index(unit) + 1)
+    to_bytes = lambda number, unit: float(number) * 1024 ** ('KMGT'.index(unit) + 1)
     return int(to_bytes(*groups[:2]) - to_bytes(*groups[2:]))
 
 
@@ -199,8 +235,13 @@ class Compiled:
   @property
   def bytes_per_device(self) -> int:
     m = self.memory
-    return (m.argument_size_in_bytes + m.output_size_in_bytes - m.alias_size_in_bytes
-            + m.temp_size_in_bytes + m.generated_code_size_in_bytes)
+    return (
+      m.argument_size_in_bytes
+      + m.output_size_in_bytes
+      - m.alias_size_in_bytes
+      + m.temp_size_in_bytes
+      + m.generated_code_size_in_bytes
+    )
 
 
 def compile_step(config: ml_collections.ConfigDict, devices: list[Any]) -> Compiled:
@@ -209,8 +250,9 @@ def compile_step(config: ml_collections.ConfigDict, devices: list[Any]) -> Compi
   mesh = sharding.make_mesh(config.mesh, devices)
   with jax.set_mesh(mesh):
     start = time.perf_counter()
-    lowered, abstract = train.lower_abstract_train_step(config, mesh,
-                                                        tokenizers.TRAINED_SPECIAL_IDS)
+    lowered, abstract = train.lower_abstract_train_step(
+      config, mesh, tokenizers.TRAINED_SPECIAL_IDS
+    )
     try:
       compiled = lowered.compile()
     except jax.errors.JaxRuntimeError as e:
@@ -220,8 +262,9 @@ def compile_step(config: ml_collections.ConfigDict, devices: list[Any]) -> Compi
     seconds = time.perf_counter() - start
   analysis = compiled.cost_analysis()
   analysis = analysis[0] if isinstance(analysis, list) else analysis
-  return Compiled(config.batch_size, seconds, compiled.memory_analysis(), analysis['flops'],
-                  abstract)
+  return Compiled(
+    config.batch_size, seconds, compiled.memory_analysis(), analysis['flops'], abstract
+  )
 
 
 def _with_batch(config: ml_collections.ConfigDict, batch_size: int) -> ml_collections.ConfigDict:
@@ -230,8 +273,7 @@ def _with_batch(config: ml_collections.ConfigDict, batch_size: int) -> ml_collec
   return config
 
 
-def largest_fitting(measure: Callable[[int], int | None], limit: int, first_guess: int = 8
-                    ) -> int:
+def largest_fitting(measure: Callable[[int], int | None], limit: int, first_guess: int = 8) -> int:
   """The largest n >= 1 whose memory measure(n) is at most limit; 0 if n = 1 is over.
 
   measure(n) is the memory of the step at n units of batch (over the limit for a
@@ -285,12 +327,14 @@ def largest_fitting(measure: Callable[[int], int | None], limit: int, first_gues
   return low
 
 
-def find_max_batch(config: ml_collections.ConfigDict, devices: list[Any],
-                   bytes_per_device: int) -> Compiled | None:
+def find_max_batch(
+  config: ml_collections.ConfigDict, devices: list[Any], bytes_per_device: int
+) -> Compiled | None:
   """The largest fitting global batch, a multiple of the batch-sharding devices
   (`largest_fitting` over that multiple). None if even the smallest does not fit."""
-  ways = sharding.batch_ways(sharding.make_mesh(config.mesh, devices),
-                             config.mesh.logical_axis_rules)
+  ways = sharding.batch_ways(
+    sharding.make_mesh(config.mesh, devices), config.mesh.logical_axis_rules
+  )
   largest: list[Compiled] = []  # The largest fit so far: every probe lies above the last fit.
 
   def measure(units: int) -> int | None:
@@ -302,8 +346,12 @@ def find_max_batch(config: ml_collections.ConfigDict, devices: list[Any],
       # temporaries' figure alone can be under the limit, and taken as the step's
       # memory it made the search creep toward the limit one batch step at a time.)
       return None if e.excess_bytes is None else bytes_per_device + max(e.excess_bytes, 1)
-    logging.info('batch %d: %.2f GiB per device (compiled in %.0f s)', units * ways,
-                 compiled.bytes_per_device / _GIB, compiled.seconds)
+    logging.info(
+      'batch %d: %.2f GiB per device (compiled in %.0f s)',
+      units * ways,
+      compiled.bytes_per_device / _GIB,
+      compiled.seconds,
+    )
     if compiled.bytes_per_device <= bytes_per_device:
       largest[:] = [compiled]
     return compiled.bytes_per_device
@@ -317,8 +365,10 @@ def _largest_tensors(abstract_state: Any, unit: str, count: int = 6) -> list[str
   lines = []
   for path, leaf in leaves[:count]:
     shard = leaf.sharding.shard_shape(leaf.shape)
-    lines.append(f'  {jax.tree_util.keystr(path):<58} {str(leaf.shape):<22} '
-                 f'{str(leaf.sharding.spec):<34} per {unit} {shard}')
+    lines.append(
+      f'  {jax.tree_util.keystr(path):<58} {str(leaf.shape):<22} '
+      f'{str(leaf.sharding.spec):<34} per {unit} {shard}'
+    )
   return lines
 
 
@@ -330,25 +380,33 @@ def report(config: ml_collections.ConfigDict, target: Target, compiled: Compiled
   m, limit = compiled.memory, target.bytes_per_device
   total = compiled.bytes_per_device
   analytic = flops.train_step_flops(_with_batch(config, compiled.batch_size))
-  everywhere = ('the slice' if target.unit == 'chip' else 'the device'
-                if len(target.devices) == 1 else f'all {len(target.devices)} devices')
+  everywhere = (
+    'the slice'
+    if target.unit == 'chip'
+    else 'the device'
+    if len(target.devices) == 1
+    else f'all {len(target.devices)} devices'
+  )
   lines = [
-      f'{target.name} ({target.layout}, {_gib(limit)} GiB {target.memory_kind} each); '
-      f'batch {compiled.batch_size} x {config.max_seq_length}; compiled in '
-      f'{compiled.seconds:.1f} s',
-      f'memory per {target.unit}: {total / _GIB:.2f} GiB of {_gib(limit)} GiB '
-      f'({total / limit:.0%}): arguments {m.argument_size_in_bytes / _GIB:.2f}, outputs '
-      f'{m.output_size_in_bytes / _GIB:.2f} (aliased {m.alias_size_in_bytes / _GIB:.2f}), '
-      f'temporaries {m.temp_size_in_bytes / _GIB:.2f}, code '
-      f'{m.generated_code_size_in_bytes / _GIB:.3f}',
-      f'FLOPs per step: XLA {compiled.flops:.3e} per {target.unit} '
-      f'({compiled.flops * len(target.devices):.3e} for {everywhere}); model FLOPs '
-      f'{analytic:.3e}' + (
-          ' (XLA counts the body of the scan over layers once; '
-          '--config.model.scan_layers=false counts every layer)'
-          if config.model.scan_layers else ''),
-      'largest tensors (shape, sharding, shard):',
-      *_largest_tensors(compiled.abstract_state, target.unit),
+    f'{target.name} ({target.layout}, {_gib(limit)} GiB {target.memory_kind} each); '
+    f'batch {compiled.batch_size} x {config.max_seq_length}; compiled in '
+    f'{compiled.seconds:.1f} s',
+    f'memory per {target.unit}: {total / _GIB:.2f} GiB of {_gib(limit)} GiB '
+    f'({total / limit:.0%}): arguments {m.argument_size_in_bytes / _GIB:.2f}, outputs '
+    f'{m.output_size_in_bytes / _GIB:.2f} (aliased {m.alias_size_in_bytes / _GIB:.2f}), '
+    f'temporaries {m.temp_size_in_bytes / _GIB:.2f}, code '
+    f'{m.generated_code_size_in_bytes / _GIB:.3f}',
+    f'FLOPs per step: XLA {compiled.flops:.3e} per {target.unit} '
+    f'({compiled.flops * len(target.devices):.3e} for {everywhere}); model FLOPs '
+    f'{analytic:.3e}'
+    + (
+      ' (XLA counts the body of the scan over layers once; '
+      '--config.model.scan_layers=false counts every layer)'
+      if config.model.scan_layers
+      else ''
+    ),
+    'largest tensors (shape, sharding, shard):',
+    *_largest_tensors(compiled.abstract_state, target.unit),
   ]
   return '\n'.join(lines)
 
@@ -356,23 +414,27 @@ def report(config: ml_collections.ConfigDict, target: Target, compiled: Compiled
 def main(argv: list[str]) -> None:
   del argv  # cli.run refuses words that are not flags.
   config = _CONFIG.value
-  fixes = ('lower config.batch_size, shard parameters (config.mesh.fsdp=-1) or set '
-           'config.model.remat_policy=full')
+  fixes = (
+    'lower config.batch_size, shard parameters (config.mesh.fsdp=-1) or set '
+    'config.model.remat_policy=full'
+  )
   try:
     if _TOPOLOGY.value == 'local':
       target = local_target(_DEVICE_MEMORY_GIB.value)
     elif _DEVICE_MEMORY_GIB.value is not None:
-      raise TopologyError('--device_memory_gib goes with --topology=local; a TPU slice is '
-                          'held to its chips\' HBM')
+      raise TopologyError(
+        "--device_memory_gib goes with --topology=local; a TPU slice is held to its chips' HBM"
+      )
     else:
       target = tpu_target(_TOPOLOGY.value)
     if _FIND_MAX_BATCH.value:
       compiled = find_max_batch(config, target.devices, target.bytes_per_device)
       if compiled is None:
         raise errors.UserError(
-            f'{config.max_seq_length}-token examples do not fit on {target.name} at any batch '
-            'size with this mesh; shard more (config.mesh.fsdp=-1) or remat '
-            '(config.model.remat_policy=full)')
+          f'{config.max_seq_length}-token examples do not fit on {target.name} at any batch '
+          'size with this mesh; shard more (config.mesh.fsdp=-1) or remat '
+          '(config.model.remat_policy=full)'
+        )
       print(report(config, target, compiled))
       print(f'largest batch that fits: {compiled.batch_size}')
       return
@@ -381,9 +443,11 @@ def main(argv: list[str]) -> None:
     raise errors.UserError(f'does not fit on {target.name}: {e}; {fixes}') from e
   print(report(config, target, compiled))
   if compiled.bytes_per_device > target.bytes_per_device:
-    raise errors.UserError(f'does not fit: {compiled.bytes_per_device / _GIB:.2f} GiB per '
-                           f'{target.unit} needed, {_gib(target.bytes_per_device)} GiB '
-                           f'available on {target.name}; {fixes}')
+    raise errors.UserError(
+      f'does not fit: {compiled.bytes_per_device / _GIB:.2f} GiB per '
+      f'{target.unit} needed, {_gib(target.bytes_per_device)} GiB '
+      f'available on {target.name}; {fixes}'
+    )
   print('fits')
 
 

@@ -35,28 +35,49 @@ import numpy as np
 from electra_jax import checkpointing, cli, config_lib, errors, flops, loop, sharding, train
 from electra_jax.data import pipeline, shard_writer, tokenizers
 
-_CONFIG = config_flags.DEFINE_config_file('config', None, 'Path to a config file.',
-                                          lock_config=True)
+_CONFIG = config_flags.DEFINE_config_file(
+  'config', None, 'Path to a config file.', lock_config=True
+)
 _STEPS = flags.DEFINE_integer('steps', 20, 'Timed steps.')
 _WARMUP = flags.DEFINE_integer('warmup', 3, 'Untimed steps after compilation.')
-_BASELINE = flags.DEFINE_enum('baseline', None, ['hf'], 'Also time this baseline in the same '
-                              'process (hf: benchmarks/hf_baseline.py, HF transformers in '
-                              'PyTorch; run from the repository root) and print the ratio.')
-_CHECKPOINT = flags.DEFINE_boolean('checkpoint', False, 'Also time async checkpoint saves '
-                                   'in the loop, their size on disk and the restore.')
-_CHECKPOINT_DIR = flags.DEFINE_string('checkpoint_dir', None, 'Where --checkpoint writes '
-                                      '(default: a temporary directory, removed after).')
-_INPUT_CORPUS = flags.DEFINE_string('input_corpus', None, 'Also benchmark preparing and '
-                                    'reading this corpus spec (see prepare_data).')
-_INPUT_DIR = flags.DEFINE_string('input_dir', None, 'Where --input_corpus is prepared; must '
-                                 'not exist yet (default: a temporary directory).')
-_PROFILE_DIR = flags.DEFINE_string('profile_dir', None, 'Also trace 3 steps with the JAX '
-                                   'profiler into this directory (TensorBoard/XProf) and write '
-                                   'the compiled step\'s HLO beside it; '
-                                   'benchmarks/profile_summary.py reads both.')
+_BASELINE = flags.DEFINE_enum(
+  'baseline',
+  None,
+  ['hf'],
+  'Also time this baseline in the same '
+  'process (hf: benchmarks/hf_baseline.py, HF transformers in '
+  'PyTorch; run from the repository root) and print the ratio.',
+)
+_CHECKPOINT = flags.DEFINE_boolean(
+  'checkpoint',
+  False,
+  'Also time async checkpoint saves in the loop, their size on disk and the restore.',
+)
+_CHECKPOINT_DIR = flags.DEFINE_string(
+  'checkpoint_dir',
+  None,
+  'Where --checkpoint writes (default: a temporary directory, removed after).',
+)
+_INPUT_CORPUS = flags.DEFINE_string(
+  'input_corpus', None, 'Also benchmark preparing and reading this corpus spec (see prepare_data).'
+)
+_INPUT_DIR = flags.DEFINE_string(
+  'input_dir',
+  None,
+  'Where --input_corpus is prepared; must not exist yet (default: a temporary directory).',
+)
+_PROFILE_DIR = flags.DEFINE_string(
+  'profile_dir',
+  None,
+  'Also trace 3 steps with the JAX '
+  'profiler into this directory (TensorBoard/XProf) and write '
+  "the compiled step's HLO beside it; "
+  'benchmarks/profile_summary.py reads both.',
+)
 _INPUT_SECONDS = flags.DEFINE_float('input_seconds', 20.0, 'How long to read batches.')
-_RESULTS_JSON = flags.DEFINE_string('results_json', None, 'Also write the figures (and the '
-                                    'baseline\'s) to this JSON file.')
+_RESULTS_JSON = flags.DEFINE_string(
+  'results_json', None, "Also write the figures (and the baseline's) to this JSON file."
+)
 flags.mark_flags_as_required(['config'])
 
 # The special-token ids of a tokenizer trained by electra_jax.
@@ -66,11 +87,15 @@ _FAULTS_WORTH_A_HINT = 10_000
 
 
 def synthetic_batch(config, rng: np.random.Generator) -> dict[str, np.ndarray]:
-  ids = rng.integers(5, config.model.vocab_size,
-                     (config.batch_size, config.max_seq_length)).astype(np.int32)
+  ids = rng.integers(5, config.model.vocab_size, (config.batch_size, config.max_seq_length)).astype(
+    np.int32
+  )
   ids[:, 0], ids[:, -1] = _SPECIAL.cls, _SPECIAL.sep
-  return {'input_ids': ids, 'attention_mask': np.ones_like(ids),
-          'token_type_ids': np.zeros_like(ids)}
+  return {
+    'input_ids': ids,
+    'attention_mask': np.ones_like(ids),
+    'token_type_ids': np.zeros_like(ids),
+  }
 
 
 def _mib(n: float) -> str:
@@ -79,8 +104,10 @@ def _mib(n: float) -> str:
 
 def _host_costs(before, after, steps: int) -> dict[str, float]:
   """Page faults and system CPU time per step, from two getrusage readings."""
-  return {'page_faults_per_step': (after.ru_minflt - before.ru_minflt) / steps,
-          'system_s_per_step': (after.ru_stime - before.ru_stime) / steps}
+  return {
+    'page_faults_per_step': (after.ru_minflt - before.ru_minflt) / steps,
+    'system_s_per_step': (after.ru_stime - before.ru_stime) / steps,
+  }
 
 
 def run(config) -> dict[str, float]:
@@ -88,21 +115,26 @@ def run(config) -> dict[str, float]:
   config_lib.validate(config, check_data=False)
   mesh = sharding.make_mesh(config.mesh)
   device = jax.devices()[0]
-  print(f'devices: {jax.device_count()} x {device.device_kind} ({device.platform}); '
-        f'mesh {dict(mesh.shape)}; batch {config.batch_size} x {config.max_seq_length}; '
-        f'dtype {config.model.dtype}')
+  print(
+    f'devices: {jax.device_count()} x {device.device_kind} ({device.platform}); '
+    f'mesh {dict(mesh.shape)}; batch {config.batch_size} x {config.max_seq_length}; '
+    f'dtype {config.model.dtype}'
+  )
   with jax.set_mesh(mesh):
     state, step, batch_sharding, compile_s = train.setup_train_step(config, mesh, _SPECIAL)
     memory = step.memory_analysis()
     print(f'compile: {compile_s:.1f} s')
     if memory is not None:
-      print(f'XLA memory per device: arguments {_mib(memory.argument_size_in_bytes)}, '
-            f'outputs {_mib(memory.output_size_in_bytes)}, '
-            f'aliased {_mib(memory.alias_size_in_bytes)}, '
-            f'temporaries {_mib(memory.temp_size_in_bytes)}')
+      print(
+        f'XLA memory per device: arguments {_mib(memory.argument_size_in_bytes)}, '
+        f'outputs {_mib(memory.output_size_in_bytes)}, '
+        f'aliased {_mib(memory.alias_size_in_bytes)}, '
+        f'temporaries {_mib(memory.temp_size_in_bytes)}'
+      )
 
-    batch = sharding.make_global_batch(synthetic_batch(config, np.random.default_rng(0)),
-                                       batch_sharding)
+    batch = sharding.make_global_batch(
+      synthetic_batch(config, np.random.default_rng(0)), batch_sharding
+    )
     for _ in range(_WARMUP.value):
       state, metrics = step(state, batch)
     jax.block_until_ready(metrics)
@@ -118,8 +150,9 @@ def run(config) -> dict[str, float]:
     if _PROFILE_DIR.value:
       state = trace_steps(step, state, batch, _PROFILE_DIR.value)
     if _CHECKPOINT.value:
-      checkpoint_figures = time_checkpoints(config, state, step, batch,
-                                            _CHECKPOINT_DIR.value or tempfile.mkdtemp())
+      checkpoint_figures = time_checkpoints(
+        config, state, step, batch, _CHECKPOINT_DIR.value or tempfile.mkdtemp()
+      )
 
   step_s = statistics.median(times)
   peak, peak_source = flops.peak_flops(jax.devices())
@@ -127,19 +160,29 @@ def run(config) -> dict[str, float]:
   figures = {**loop.throughput(step_s, config, peak), 'compile_s': compile_s, **host}
   if 'peak_bytes_in_use' in stats:
     figures['peak_bytes'] = stats['peak_bytes_in_use']
-  print(f'step time: median {step_s * 1e3:.1f} ms (min {min(times) * 1e3:.1f}, '
-        f'max {max(times) * 1e3:.1f}) over {len(times)} steps')
+  print(
+    f'step time: median {step_s * 1e3:.1f} ms (min {min(times) * 1e3:.1f}, '
+    f'max {max(times) * 1e3:.1f}) over {len(times)} steps'
+  )
   print(f'{"tokens/s":>12} {"examples/s":>11} {"TFLOP/s":>9} {"MFU":>7} {"peak memory":>13}')
   peak_memory = _mib(stats['peak_bytes_in_use']) if 'peak_bytes_in_use' in stats else 'n/a'
-  print(f'{figures["tokens_per_s"]:>12,.0f} {figures["examples_per_s"]:>11,.1f} '
-        f'{figures["model_tflops_per_s"]:>9.3f} {figures["mfu"]:>7.1%} {peak_memory:>13}')
-  print(f'model FLOPs per step {flops.train_step_flops(config):.3e}; MFU against the {peak_source} '
-        f'({peak / 1e12:.3f} TFLOP/s over {jax.device_count()} devices)')
-  print(f'host per step: {host["page_faults_per_step"]:,.0f} page faults, '
-        f'{host["system_s_per_step"] * 1e3:,.0f} ms of system CPU time')
+  print(
+    f'{figures["tokens_per_s"]:>12,.0f} {figures["examples_per_s"]:>11,.1f} '
+    f'{figures["model_tflops_per_s"]:>9.3f} {figures["mfu"]:>7.1%} {peak_memory:>13}'
+  )
+  print(
+    f'model FLOPs per step {flops.train_step_flops(config):.3e}; MFU against the {peak_source} '
+    f'({peak / 1e12:.3f} TFLOP/s over {jax.device_count()} devices)'
+  )
+  print(
+    f'host per step: {host["page_faults_per_step"]:,.0f} page faults, '
+    f'{host["system_s_per_step"] * 1e3:,.0f} ms of system CPU time'
+  )
   if device.platform == 'cpu' and host['page_faults_per_step'] > _FAULTS_WORTH_A_HINT:
-    print('  XLA maps and unmaps its temporaries at every step; `source launch/xla_flags.sh '
-          'cpu` keeps them mapped (tcmalloc, or huge pages)')
+    print(
+      '  XLA maps and unmaps its temporaries at every step; `source launch/xla_flags.sh '
+      'cpu` keeps them mapped (tcmalloc, or huge pages)'
+    )
   if _CHECKPOINT.value:
     figures.update(checkpoint_figures)
   return figures
@@ -155,8 +198,10 @@ def trace_steps(step, state, batch, directory: str, steps: int = 3):
     for _ in range(steps):
       state, metrics = step(state, batch)
     jax.block_until_ready(metrics)
-  print(f'profile of {steps} steps: {directory} (summary: python '
-        f'benchmarks/profile_summary.py {directory})')
+  print(
+    f'profile of {steps} steps: {directory} (summary: python '
+    f'benchmarks/profile_summary.py {directory})'
+  )
   return state
 
 
@@ -168,12 +213,12 @@ def _timed(fn, *args):
 
 
 def _disk_bytes(path: str) -> int:
-  return sum(os.path.getsize(os.path.join(root, name))
-             for root, _, names in os.walk(path) for name in names)
+  return sum(
+    os.path.getsize(os.path.join(root, name)) for root, _, names in os.walk(path) for name in names
+  )
 
 
-def time_checkpoints(config, state, step, batch, workdir: str,
-                     saves: int = 3) -> dict[str, float]:
+def time_checkpoints(config, state, step, batch, workdir: str, saves: int = 3) -> dict[str, float]:
   """Saves `saves` checkpoints between steps as the train loop does, then restores
   the newest; prints and returns the loop's blip, write time, size and restore time."""
   manager = checkpointing.create_manager(workdir, config)
@@ -200,22 +245,28 @@ def time_checkpoints(config, state, step, batch, workdir: str,
   abstract = sharding.abstract(state)
   manager = checkpointing.create_manager(workdir, config)
   restored, restore_s = _timed(
-      lambda: checkpointing.restore_latest(manager, abstract, lambda *_: True).state)
+    lambda: checkpointing.restore_latest(manager, abstract, lambda *_: True).state
+  )
   manager.close()
   del restored
   if not _CHECKPOINT_DIR.value:
     shutil.rmtree(workdir)
 
   median = statistics.median
-  figures = {'checkpoint_step_blip_s': median(with_save) - median(plain),
-             'checkpoint_next_step_blip_s': median(during_write) - median(plain),
-             'checkpoint_write_s': median(written), 'checkpoint_bytes': size,
-             'restore_s': restore_s}
-  print(f'checkpoint: {_mib(size)} on disk. Step with a save {median(with_save) * 1e3:.0f} ms, '
-        f'the next step (write in flight) {median(during_write) * 1e3:.0f} ms, a plain step '
-        f'{median(plain) * 1e3:.0f} ms: blips {figures["checkpoint_step_blip_s"] * 1e3:+.0f} '
-        f'and {figures["checkpoint_next_step_blip_s"] * 1e3:+.0f} ms; the write is done '
-        f'{median(written):.2f} s after the save starts (medians of {saves})')
+  figures = {
+    'checkpoint_step_blip_s': median(with_save) - median(plain),
+    'checkpoint_next_step_blip_s': median(during_write) - median(plain),
+    'checkpoint_write_s': median(written),
+    'checkpoint_bytes': size,
+    'restore_s': restore_s,
+  }
+  print(
+    f'checkpoint: {_mib(size)} on disk. Step with a save {median(with_save) * 1e3:.0f} ms, '
+    f'the next step (write in flight) {median(during_write) * 1e3:.0f} ms, a plain step '
+    f'{median(plain) * 1e3:.0f} ms: blips {figures["checkpoint_step_blip_s"] * 1e3:+.0f} '
+    f'and {figures["checkpoint_next_step_blip_s"] * 1e3:+.0f} ms; the write is done '
+    f'{median(written):.2f} s after the save starts (medians of {saves})'
+  )
   print(f'restore: {restore_s:.2f} s for {_mib(size)}')
   return figures
 
@@ -223,20 +274,27 @@ def time_checkpoints(config, state, step, batch, workdir: str,
 def run_input(config, corpus: str, directory: str, seconds: float) -> dict[str, float]:
   """Prepares `corpus` into `directory`, then reads batches for `seconds`."""
   if os.path.exists(directory):
-    raise errors.UserError(f'--input_dir={directory} exists; the preparation benchmark needs a '
-                     'fresh directory')
+    raise errors.UserError(
+      f'--input_dir={directory} exists; the preparation benchmark needs a fresh directory'
+    )
   workers = config.data.prepare_workers or os.cpu_count() or 1
   options = dataclasses.replace(shard_writer.PrepareOptions.from_config(config), corpus=corpus)
-  data = shard_writer.prepare(options, directory, num_workers=workers, progress=False,
-                         max_position_embeddings=config.model.max_position_embeddings)
+  data = shard_writer.prepare(
+    options,
+    directory,
+    num_workers=workers,
+    progress=False,
+    max_position_embeddings=config.model.max_position_embeddings,
+  )
   print(shard_writer.summary(data))
   prep_seconds = data.metadata['seconds_this_run']
   mb = data.metadata['counts']['text_bytes'] / 1e6
 
   mesh = sharding.make_mesh(config.mesh)
   batch_sharding = sharding.batch_sharding(mesh, config.mesh.logical_axis_rules)
-  batches = pipeline.train_iterator(data, config, process_index=jax.process_index(),
-                                    process_count=jax.process_count())
+  batches = pipeline.train_iterator(
+    data, config, process_index=jax.process_index(), process_count=jax.process_count()
+  )
   jax.block_until_ready(sharding.make_global_batch(next(batches), batch_sharding))
   count, start = 0, time.perf_counter()
   while time.perf_counter() - start < seconds:
@@ -244,12 +302,18 @@ def run_input(config, corpus: str, directory: str, seconds: float) -> dict[str, 
     count += 1
   elapsed = time.perf_counter() - start
   batches.close()
-  figures = {'prepare_mb_per_s_per_core': mb / prep_seconds / workers,
-             'input_examples_per_s': count * config.batch_size / elapsed}
-  print(f'prepare: {mb:,.1f} MB of text in {prep_seconds:.1f} s with {workers} processes = '
-        f'{mb / prep_seconds:.2f} MB/s, {figures["prepare_mb_per_s_per_core"]:.2f} MB/s per core')
-  print(f'input: {figures["input_examples_per_s"]:,.0f} examples/s '
-        f'({count} global batches of {config.batch_size} in {elapsed:.1f} s)')
+  figures = {
+    'prepare_mb_per_s_per_core': mb / prep_seconds / workers,
+    'input_examples_per_s': count * config.batch_size / elapsed,
+  }
+  print(
+    f'prepare: {mb:,.1f} MB of text in {prep_seconds:.1f} s with {workers} processes = '
+    f'{mb / prep_seconds:.2f} MB/s, {figures["prepare_mb_per_s_per_core"]:.2f} MB/s per core'
+  )
+  print(
+    f'input: {figures["input_examples_per_s"]:,.0f} examples/s '
+    f'({count} global batches of {config.batch_size} in {elapsed:.1f} s)'
+  )
   return figures
 
 
@@ -259,8 +323,14 @@ def main(argv: list[str]) -> None:
   ours = run(config)
   if _BASELINE.value == 'hf':
     from benchmarks import hf_baseline  # pylint: disable=g-import-not-at-top
-    times = hf_baseline.run(config, synthetic_batch(config, np.random.default_rng(0)),
-                            steps=_STEPS.value, warmup=_WARMUP.value, special=_SPECIAL)
+
+    times = hf_baseline.run(
+      config,
+      synthetic_batch(config, np.random.default_rng(0)),
+      steps=_STEPS.value,
+      warmup=_WARMUP.value,
+      special=_SPECIAL,
+    )
     baseline = config.batch_size * config.max_seq_length / statistics.median(times)
     print(f'baseline tokens/s: {baseline:,.0f}')
     print(f'ratio: {ours["tokens_per_s"] / baseline:.2f}')
@@ -271,8 +341,10 @@ def main(argv: list[str]) -> None:
   if _INPUT_CORPUS.value:
     directory = _INPUT_DIR.value or os.path.join(tempfile.mkdtemp(), 'prepared')
     data = run_input(config, _INPUT_CORPUS.value, directory, _INPUT_SECONDS.value)
-    print(f'input / train step: {data["input_examples_per_s"] / ours["examples_per_s"]:,.0f}x '
-          'the examples the step consumes')
+    print(
+      f'input / train step: {data["input_examples_per_s"] / ours["examples_per_s"]:,.0f}x '
+      'the examples the step consumes'
+    )
 
 
 if __name__ == '__main__':

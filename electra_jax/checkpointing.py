@@ -36,10 +36,19 @@ from electra_jax import config_lib, errors
 # Config keys that fix the parameters' shapes and meaning: a checkpoint from a
 # config that differs in one of them cannot continue under this config.
 ARCHITECTURE_KEYS = (
-    'model.vocab_size', 'model.embedding_size', 'model.hidden_size', 'model.num_layers',
-    'model.max_position_embeddings', 'model.type_vocab_size', 'model.generator_hidden_fraction',
-    'model.embedding_sharing', 'model.scan_layers', 'model.generator_layers_fraction',
-    'model.tie_generator_to_discriminator', 'objective.name', 'objective.uniform_generator',
+  'model.vocab_size',
+  'model.embedding_size',
+  'model.hidden_size',
+  'model.num_layers',
+  'model.max_position_embeddings',
+  'model.type_vocab_size',
+  'model.generator_hidden_fraction',
+  'model.embedding_sharing',
+  'model.scan_layers',
+  'model.generator_layers_fraction',
+  'model.tie_generator_to_discriminator',
+  'objective.name',
+  'objective.uniform_generator',
 )
 
 
@@ -49,6 +58,7 @@ class CheckpointError(errors.UserError):
 
 class SavesFailed(CheckpointError):
   """A run that started well could not keep its work (a full disk, lost access)."""
+
   exit_status = 1
 
 
@@ -65,10 +75,11 @@ def create_manager(workdir: str, config: ml_collections.ConfigDict) -> ocp.Check
   if c.keep_every_steps:
     keep.append(preservation_policy.EveryNSteps(c.keep_every_steps))
   options = ocp.CheckpointManagerOptions(
-      save_decision_policy=save_decision_policy.FixedIntervalPolicy(c.every_steps),
-      preservation_policy=preservation_policy.AnyPreservationPolicy(keep),
-      enable_async_checkpointing=True,
-      cleanup_tmp_directories=True)
+    save_decision_policy=save_decision_policy.FixedIntervalPolicy(c.every_steps),
+    preservation_policy=preservation_policy.AnyPreservationPolicy(keep),
+    enable_async_checkpointing=True,
+    cleanup_tmp_directories=True,
+  )
   _save_replicated_arrays_whole_within_one_process()
   return ocp.CheckpointManager(checkpoint_dir(workdir), options=options)
 
@@ -83,8 +94,10 @@ def _save_replicated_arrays_whole_within_one_process() -> None:
   logging.set_verbosity(logging.ERROR)  # Orbax warns that the jax.Array handler is replaced.
   try:
     ocp.type_handlers.register_type_handler(
-        jax.Array, ocp.type_handlers.ArrayHandler(use_replica_parallel=jax.process_count() > 1),
-        override=True)
+      jax.Array,
+      ocp.type_handlers.ArrayHandler(use_replica_parallel=jax.process_count() > 1),
+      override=True,
+    )
   finally:
     logging.set_verbosity(verbosity)
 
@@ -102,19 +115,24 @@ def _restore_meta(manager: ocp.CheckpointManager, step: int) -> dict[str, Any]:
   return manager.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore())).meta
 
 
-def _restore(manager: ocp.CheckpointManager, step: int, abstract_state: Any,
-             with_data: bool) -> Restored:
+def _restore(
+  manager: ocp.CheckpointManager, step: int, abstract_state: Any, with_data: bool
+) -> Restored:
   start = time.perf_counter()
   items = {'state': ocp.args.StandardRestore(abstract_state), 'meta': ocp.args.JsonRestore()}
   if with_data:
     items['data'] = ocp.args.JsonRestore()
   restored = manager.restore(step, args=ocp.args.Composite(**items))
-  return Restored(step, restored.state, restored.get('data'), restored.meta,
-                  time.perf_counter() - start)
+  return Restored(
+    step, restored.state, restored.get('data'), restored.meta, time.perf_counter() - start
+  )
 
 
-def restore_latest(manager: ocp.CheckpointManager, abstract_state: Any,
-                   check_meta: Callable[[int, dict[str, Any]], bool]) -> Restored | None:
+def restore_latest(
+  manager: ocp.CheckpointManager,
+  abstract_state: Any,
+  check_meta: Callable[[int, dict[str, Any]], bool],
+) -> Restored | None:
   """The newest checkpoint that restores, laid out as `abstract_state` (shapes and
   shardings, so a different mesh works); None when the workdir has none.
 
@@ -137,18 +155,23 @@ def restore_latest(manager: ocp.CheckpointManager, abstract_state: Any,
       return _restore(manager, step, abstract_state, with_data=True)
     except Exception as e:
       if not matches:
-        raise CheckpointError(f'{manager.directory}/{step} does not restore under the changed '
-                              f'config ({_brief(e)}); use a new '
-                              'workdir, or config.checkpoint.init_from') from None
+        raise CheckpointError(
+          f'{manager.directory}/{step} does not restore under the changed '
+          f'config ({_brief(e)}); use a new '
+          'workdir, or config.checkpoint.init_from'
+        ) from None
       failures.append(_set_aside(manager, step, e))
   if failures:
-    raise CheckpointError(f'{manager.directory}: no checkpoint could be restored '
-                          f'({"; ".join(failures)}); fix or remove them, or use a new workdir')
+    raise CheckpointError(
+      f'{manager.directory}: no checkpoint could be restored '
+      f'({"; ".join(failures)}); fix or remove them, or use a new workdir'
+    )
   return None
 
 
-def check_latest(manager: ocp.CheckpointManager,
-                 check_meta: Callable[[int, dict[str, Any]], bool]) -> None:
+def check_latest(
+  manager: ocp.CheckpointManager, check_meta: Callable[[int, dict[str, Any]], bool]
+) -> None:
   """Runs `check_meta` on the newest checkpoint's metadata, so that a config
   mismatch stops the run before anything is compiled. Unreadable metadata is
   left for `restore_latest` to handle."""
@@ -164,8 +187,10 @@ def check_latest(manager: ocp.CheckpointManager,
 
 # The OS errors a failed save usually comes down to, named in full in its
 # report even when the middle of a long message is elided.
-_IO_ERRORS = tuple(os.strerror(code) for code in (
-    errno.ENOSPC, errno.EFBIG, errno.EDQUOT, errno.EACCES, errno.EROFS, errno.EIO))
+_IO_ERRORS = tuple(
+  os.strerror(code)
+  for code in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT, errno.EACCES, errno.EROFS, errno.EIO)
+)
 
 
 def _brief(error: Exception, limit: int = 600) -> str:
@@ -174,7 +199,7 @@ def _brief(error: Exception, limit: int = 600) -> str:
   that gathers several writes' failures may hold it only in the middle."""
   text = str(error)
   if len(text) > limit:
-    elided = f'{text[:limit // 2]} ... {text[-limit // 2:]}'
+    elided = f'{text[: limit // 2]} ... {text[-limit // 2 :]}'
     causes = [e for e in _IO_ERRORS if e in text and e not in elided]
     text = elided + (f' (OS error: {", ".join(causes)})' if causes else '')
   return f'{type(error).__name__}: {text}'
@@ -186,25 +211,35 @@ def _set_aside(manager: ocp.CheckpointManager, step: int, error: Exception) -> s
   aside = manager.directory / f'{step}.unreadable-{int(time.time())}'
   (manager.directory / str(step)).rename(aside)
   manager.reload()
-  logging.warning('Checkpoint %d in %s cannot be restored (%s); moved it to %s and trying '
-                  'the previous one', step, manager.directory, reason, aside)
+  logging.warning(
+    'Checkpoint %d in %s cannot be restored (%s); moved it to %s and trying the previous one',
+    step,
+    manager.directory,
+    reason,
+    aside,
+  )
   return f'{step}: {reason}'
 
 
 def _reader(path: epath.Path) -> ocp.CheckpointManager:
   """A manager that reads the checkpoints in `path` and never writes there."""
-  handlers = {'state': ocp.StandardCheckpointHandler(), 'data': ocp.JsonCheckpointHandler(),
-              'meta': ocp.JsonCheckpointHandler()}
-  return ocp.CheckpointManager(path, item_handlers=handlers,
-                               options=ocp.CheckpointManagerOptions(create=False))
+  handlers = {
+    'state': ocp.StandardCheckpointHandler(),
+    'data': ocp.JsonCheckpointHandler(),
+    'meta': ocp.JsonCheckpointHandler(),
+  }
+  return ocp.CheckpointManager(
+    path, item_handlers=handlers, options=ocp.CheckpointManagerOptions(create=False)
+  )
 
 
 def _open_newest(workdir: str, what: str) -> tuple[ocp.CheckpointManager, int]:
   """A reader of WORKDIR/checkpoints and its newest step; `what` names the input in errors."""
   path = checkpoint_dir(workdir)
   if not path.exists():
-    raise CheckpointError(f'{what}: {workdir} has no checkpoints/ folder; point it at the '
-                          'workdir of a pretraining run')
+    raise CheckpointError(
+      f'{what}: {workdir} has no checkpoints/ folder; point it at the workdir of a pretraining run'
+    )
   manager = _reader(path)
   step = manager.latest_step()
   if step is None:
@@ -221,25 +256,31 @@ def restore_params(source: str, abstract_state: Any, objective: str) -> tuple[An
   if saved != objective:
     manager.close()
     raise CheckpointError(
-        f'config.checkpoint.init_from: {source} was pretrained with objective {saved!r}, '
-        f'this run with {objective!r}; their networks differ, so start from a run of '
-        f'objective {objective!r}')
+      f'config.checkpoint.init_from: {source} was pretrained with objective {saved!r}, '
+      f'this run with {objective!r}; their networks differ, so start from a run of '
+      f'objective {objective!r}'
+    )
   restored = _restore(manager, step, abstract_state, with_data=False)
   manager.close()
   return restored.state.params, step
 
 
-def restore_for_inference(workdir: str, device: jax.Device | None = None
-                          ) -> tuple[int, dict[str, Any], dict[str, Any]]:
+def restore_for_inference(
+  workdir: str, device: jax.Device | None = None
+) -> tuple[int, dict[str, Any], dict[str, Any]]:
   """(step, parameters, metadata) of a workdir's newest checkpoint, the parameters
   on one device. Needs no model or optimizer: the tree comes from the
   checkpoint's own metadata, so any config's checkpoint reads the same way."""
   manager, step = _open_newest(workdir, 'pretrained model')
   local = jax.sharding.SingleDeviceSharding(device or jax.local_devices()[0])
-  target = jax.tree.map(lambda m: jax.ShapeDtypeStruct(m.shape, m.dtype, sharding=local),
-                        manager.item_metadata(step)['state'])
-  restored = manager.restore(step, args=ocp.args.Composite(
-      state=ocp.args.StandardRestore(target), meta=ocp.args.JsonRestore()))
+  target = jax.tree.map(
+    lambda m: jax.ShapeDtypeStruct(m.shape, m.dtype, sharding=local),
+    manager.item_metadata(step)['state'],
+  )
+  restored = manager.restore(
+    step,
+    args=ocp.args.Composite(state=ocp.args.StandardRestore(target), meta=ocp.args.JsonRestore()),
+  )
   manager.close()
   return step, restored.state['params'], restored.meta
 
@@ -254,37 +295,49 @@ def _flatten(tree: dict[str, Any], prefix: str = '') -> dict[str, Any]:
   return flat
 
 
-def config_differences(saved: dict[str, Any],
-                       config: ml_collections.ConfigDict) -> dict[str, tuple[Any, Any]]:
+def config_differences(
+  saved: dict[str, Any], config: ml_collections.ConfigDict
+) -> dict[str, tuple[Any, Any]]:
   """{key: (saved value, current value)} for every config key that differs."""
   saved = json.loads(config_lib.with_defaults(saved).to_json_best_effort())
   before, now = _flatten(saved), _flatten(json.loads(config.to_json_best_effort()))
-  return {k: (before.get(k), now.get(k)) for k in sorted(set(before) | set(now))
-          if before.get(k) != now.get(k)}
-
-
-def checkpoint_meta(config: ml_collections.ConfigDict, step: int,
-                    tokenizer: dict[str, Any], data_dir: str) -> dict[str, Any]:
-  """What a checkpoint records besides arrays: config, tokenizer, RNG recipe."""
   return {
-      'step': step,
-      'config': json.loads(config.to_json_best_effort()),
-      'tokenizer': tokenizer,
-      'data_dir': data_dir,
-      'rng': {'seed': config.seed, 'draws': 'jax.random.fold_in(jax.random.key(seed), step)'},
+    k: (before.get(k), now.get(k))
+    for k in sorted(set(before) | set(now))
+    if before.get(k) != now.get(k)
   }
 
 
-def save(manager: ocp.CheckpointManager, step: int, state: Any, data_state: dict[str, Any],
-         meta: dict[str, Any]) -> None:
+def checkpoint_meta(
+  config: ml_collections.ConfigDict, step: int, tokenizer: dict[str, Any], data_dir: str
+) -> dict[str, Any]:
+  """What a checkpoint records besides arrays: config, tokenizer, RNG recipe."""
+  return {
+    'step': step,
+    'config': json.loads(config.to_json_best_effort()),
+    'tokenizer': tokenizer,
+    'data_dir': data_dir,
+    'rng': {'seed': config.seed, 'draws': 'jax.random.fold_in(jax.random.key(seed), step)'},
+  }
+
+
+def save(
+  manager: ocp.CheckpointManager,
+  step: int,
+  state: Any,
+  data_state: dict[str, Any],
+  meta: dict[str, Any],
+) -> None:
   """Starts an async save of `state`, the input iterator's position and `meta`.
 
   Every process draws one batch per step, so all processes' iterators are at
   the same position and the primary process's JSON stands for them all.
   """
-  args = ocp.args.Composite(state=ocp.args.StandardSave(state),
-                            data=ocp.args.JsonSave(data_state),
-                            meta=ocp.args.JsonSave(meta))
+  args = ocp.args.Composite(
+    state=ocp.args.StandardSave(state),
+    data=ocp.args.JsonSave(data_state),
+    meta=ocp.args.JsonSave(meta),
+  )
   manager.save(step, args=args, force=True)
 
 
@@ -309,8 +362,7 @@ class AsyncSaver:
     self._failures = 0
     self.last_failure: str | None = None
 
-  def save(self, step: int, state: Any, data_state: dict[str, Any],
-           meta: dict[str, Any]) -> float:
+  def save(self, step: int, state: Any, data_state: dict[str, Any], meta: dict[str, Any]) -> float:
     """Starts saving `step`; returns the seconds the caller was blocked."""
     start = time.perf_counter()
     self._collect()
@@ -360,11 +412,14 @@ class AsyncSaver:
   def _failed(self, step: int, error: Exception) -> None:
     self._failures += 1
     self.last_failure = (
-        f'saving the checkpoint of step {step} in {self._manager.directory} failed '
-        f'({_brief(error)}); the newest valid checkpoint is step '
-        f'{self._manager.latest_step()}. Free space or fix access to the workdir, then rerun '
-        'to resume from it')
+      f'saving the checkpoint of step {step} in {self._manager.directory} failed '
+      f'({_brief(error)}); the newest valid checkpoint is step '
+      f'{self._manager.latest_step()}. Free space or fix access to the workdir, then rerun '
+      'to resume from it'
+    )
     logging.error('%s', self.last_failure)
     if self._failures >= self._max_failures:
-      raise SavesFailed(f'{self._failures} saves in a row failed; stopping, since the '
-                        f'work done could not be kept. Last: {self.last_failure}')
+      raise SavesFailed(
+        f'{self._failures} saves in a row failed; stopping, since the '
+        f'work done could not be kept. Last: {self.last_failure}'
+      )

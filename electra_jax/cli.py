@@ -40,8 +40,10 @@ def _one_line(error: Exception, argv: list[str]) -> str:
   """A flag-parsing error of absl or ml_collections, as one line naming the flag."""
   text = str(error).strip()
   if isinstance(error, SyntaxError):  # A config file that is not Python.
-    return (f'{_typed_flag(argv, "config")}: cannot load the config file: {error.msg} '
-            f'(line {error.lineno})')
+    return (
+      f'{_typed_flag(argv, "config")}: cannot load the config file: {error.msg} '
+      f'(line {error.lineno})'
+    )
   if isinstance(error, (KeyError, AttributeError)):  # An unknown --config.* key.
     key = re.split(r"['\\\s]", text.strip('"\'\\'), maxsplit=1)[0]
     typed = _typed_flag(argv, key)
@@ -75,8 +77,7 @@ def parse_flags(argv: list[str]) -> list[str]:
   """absl's flag parsing, with any error as one line and status 2."""
   try:
     rest = flags.FLAGS(argv)
-  except (flags.Error, KeyError, AttributeError, ValueError, TypeError, OSError,
-          SyntaxError) as e:
+  except (flags.Error, KeyError, AttributeError, ValueError, TypeError, OSError, SyntaxError) as e:
     fail(_one_line(e, argv))
   problem = _config_file_error(argv)
   if problem:
@@ -107,8 +108,11 @@ class _HideOrbaxInfo(std_logging.Filter):
   show again with --verbosity=1, and its warnings and errors always show."""
 
   def filter(self, record: std_logging.LogRecord) -> bool:
-    return (record.levelno >= std_logging.WARNING or f'{os.sep}orbax{os.sep}' not in
-            record.pathname or logging.get_verbosity() >= logging.DEBUG)
+    return (
+      record.levelno >= std_logging.WARNING
+      or f'{os.sep}orbax{os.sep}' not in record.pathname
+      or logging.get_verbosity() >= logging.DEBUG
+    )
 
 
 def run(main: Callable[[list[str]], None], *, takes_arguments: bool = False) -> None:

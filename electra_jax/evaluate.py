@@ -12,17 +12,18 @@ defaults to the run's config.eval.prepared_dir; it must be prepared with the
 run's tokenizer.
 """
 
-
 from absl import flags
 import jax
 
 from electra_jax import cli, config_lib, metric_writer, pretrain_eval, pretrained, sharding, train
 
 _WORKDIR = flags.DEFINE_string('workdir', None, 'A pretraining workdir.')
-_DATA = flags.DEFINE_string('data', None, 'Held-out prepared data (default: the run\'s '
-                            'config.eval.prepared_dir).')
-_NUM_BATCHES = flags.DEFINE_integer('num_batches', None, 'Batches to evaluate (default: the '
-                                    'run\'s config.eval.num_batches).')
+_DATA = flags.DEFINE_string(
+  'data', None, "Held-out prepared data (default: the run's config.eval.prepared_dir)."
+)
+_NUM_BATCHES = flags.DEFINE_integer(
+  'num_batches', None, "Batches to evaluate (default: the run's config.eval.num_batches)."
+)
 flags.mark_flags_as_required(['workdir'])
 
 
@@ -31,16 +32,23 @@ def run(workdir: str, data_dir: str | None, num_batches: int | None) -> dict[str
   config = source.config
   data_dir = data_dir or config.eval.prepared_dir
   if not data_dir:
-    raise config_lib.ConfigError('--data: the run has no config.eval.prepared_dir; name a '
-                                 'held-out directory prepared with the run\'s tokenizer')
+    raise config_lib.ConfigError(
+      '--data: the run has no config.eval.prepared_dir; name a '
+      "held-out directory prepared with the run's tokenizer"
+    )
   mesh = sharding.make_mesh(config.mesh)
   model = train.build_model(config)
   with jax.set_mesh(mesh):
     shardings = train.param_shardings(config, model, mesh)
     held_out = pretrain_eval.HeldOut(
-        config, data_dir, model, shardings,
-        sharding.batch_sharding(mesh, config.mesh.logical_axis_rules),
-        tokenizer_sha256=source.tokenizer.spec()['sha256'], num_batches=num_batches)
+      config,
+      data_dir,
+      model,
+      shardings,
+      sharding.batch_sharding(mesh, config.mesh.logical_axis_rules),
+      tokenizer_sha256=source.tokenizer.spec()['sha256'],
+      num_batches=num_batches,
+    )
     results = held_out.run(jax.device_put(source.params, shardings))
   writer = metric_writer.MetricWriter(workdir)
   writer.write(source.step, results, prefix='eval')
@@ -54,8 +62,7 @@ def main(argv: list[str]) -> None:
   step = results.pop('step')
   for name, value in results.items():
     print(f'{name:>18}: {value:.4f}' if name != 'tokens' else f'{name:>18}: {value:,.0f}')
-  print(f'step {step}: ' + ', '.join(f'{k}={v:.4f}' for k, v in results.items()
-                                     if k != 'tokens'))
+  print(f'step {step}: ' + ', '.join(f'{k}={v:.4f}' for k, v in results.items() if k != 'tokens'))
 
 
 if __name__ == '__main__':

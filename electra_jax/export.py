@@ -26,25 +26,36 @@ from electra_jax.data import tokenizers
 
 _WORKDIR = flags.DEFINE_string('workdir', None, 'A pretraining workdir (or an HF directory).')
 _OUTPUT = flags.DEFINE_string('output', None, 'Folder to write the HF model to.')
-_GENERATOR = flags.DEFINE_boolean('generator', False, 'Also export the generator to '
-                                  'OUTPUT/generator as ElectraForMaskedLM.')
+_GENERATOR = flags.DEFINE_boolean(
+  'generator', False, 'Also export the generator to OUTPUT/generator as ElectraForMaskedLM.'
+)
 flags.mark_flags_as_required(['workdir', 'output'])
 
 
-def _write_tokenizer(tokenizer: tokenizers.Tokenizer | None, directory: str,
-                     max_length: int) -> None:
+def _write_tokenizer(
+  tokenizer: tokenizers.Tokenizer | None, directory: str, max_length: int
+) -> None:
   if not isinstance(tokenizer, tokenizers.WordPieceTokenizer):
-    logging.warning('The model uses a sentencepiece tokenizer, which HF ElectraTokenizer '
-                    'cannot read; %s gets the model only', directory)
+    logging.warning(
+      'The model uses a sentencepiece tokenizer, which HF ElectraTokenizer '
+      'cannot read; %s gets the model only',
+      directory,
+    )
     return
   shutil.copyfile(tokenizer.vocab_path, os.path.join(directory, 'vocab.txt'))
-  special = dict(zip(('pad_token', 'unk_token', 'cls_token', 'sep_token', 'mask_token'),
-                     tokenizers.SPECIAL_TOKENS))
-  settings = {'tokenizer_class': 'ElectraTokenizer', 'do_lower_case': tokenizer.lower_case,
-              'strip_accents': tokenizer.strip_accents, 'model_max_length': max_length,
-              **special}
-  for name, value in (('tokenizer_config.json', settings),
-                      ('special_tokens_map.json', special)):
+  special = dict(
+    zip(
+      ('pad_token', 'unk_token', 'cls_token', 'sep_token', 'mask_token'), tokenizers.SPECIAL_TOKENS
+    )
+  )
+  settings = {
+    'tokenizer_class': 'ElectraTokenizer',
+    'do_lower_case': tokenizer.lower_case,
+    'strip_accents': tokenizer.strip_accents,
+    'model_max_length': max_length,
+    **special,
+  }
+  for name, value in (('tokenizer_config.json', settings), ('special_tokens_map.json', special)):
     with open(os.path.join(directory, name), 'w') as f:
       json.dump(value, f, indent=2)
 
@@ -55,14 +66,20 @@ def export(source: pretrained.Pretrained, output: str, *, generator: bool = Fals
   cfg = source.discriminator_cfg
   if source.objective in objectives.RTD_OBJECTIVES:
     if 'discriminator_head' not in source.params:
-      raise config_lib.ConfigError(f'{source.source}: has no discriminator head to export as '
-                                   'ElectraForPreTraining')
-    hf_interop.write_hf_dir(output, hf_interop.hf_config(cfg, 'ElectraForPreTraining', pad),
-                            hf_interop.discriminator_to_hf(source.params, cfg))
+      raise config_lib.ConfigError(
+        f'{source.source}: has no discriminator head to export as ElectraForPreTraining'
+      )
+    hf_interop.write_hf_dir(
+      output,
+      hf_interop.hf_config(cfg, 'ElectraForPreTraining', pad),
+      hf_interop.discriminator_to_hf(source.params, cfg),
+    )
   else:
-    hf_interop.write_hf_dir(output, hf_interop.hf_config(cfg, 'ElectraForMaskedLM', pad),
-                            hf_interop.masked_lm_to_hf(source.params, cfg,
-                                                       encoder='discriminator', head='mlm_head'))
+    hf_interop.write_hf_dir(
+      output,
+      hf_interop.hf_config(cfg, 'ElectraForMaskedLM', pad),
+      hf_interop.masked_lm_to_hf(source.params, cfg, encoder='discriminator', head='mlm_head'),
+    )
   _write_tokenizer(source.tokenizer, output, cfg.max_position_embeddings)
   written = [output]
   if generator:
@@ -71,10 +88,13 @@ def export(source: pretrained.Pretrained, output: str, *, generator: bool = Fals
     directory = os.path.join(output, 'generator')
     gen = source.generator_cfg
     tied = 'generator' not in source.params  # model.tie_generator_to_discriminator
-    hf_interop.write_hf_dir(directory, hf_interop.hf_config(gen, 'ElectraForMaskedLM', pad),
-                            hf_interop.masked_lm_to_hf(
-                                source.params, gen,
-                                encoder='discriminator' if tied else 'generator'))
+    hf_interop.write_hf_dir(
+      directory,
+      hf_interop.hf_config(gen, 'ElectraForMaskedLM', pad),
+      hf_interop.masked_lm_to_hf(
+        source.params, gen, encoder='discriminator' if tied else 'generator'
+      ),
+    )
     _write_tokenizer(source.tokenizer, directory, gen.max_position_embeddings)
     written.append(directory)
   return written

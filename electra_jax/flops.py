@@ -23,29 +23,31 @@ from electra_jax.config_lib import EncoderConfig
 # by the start of jax's `device_kind`; the first matching key wins, so a variant
 # comes before its family (NVIDIA lists sparse figures: these are half of them).
 PEAK_FLOPS_PER_DEVICE = {
-    'TPU v4': 275e12,
-    'TPU v5 lite': 197e12,  # v5e
-    'TPU v5e': 197e12,
-    'TPU v5p': 459e12,
-    'TPU v5': 459e12,
-    'TPU v6 lite': 918e12,  # v6e (Trillium)
-    'TPU v6e': 918e12,
-    'NVIDIA H100 PCIe': 756e12,
-    'NVIDIA H100 NVL': 835e12,
-    'NVIDIA H100': 989e12,  # SXM ('NVIDIA H100 80GB HBM3')
-    'NVIDIA H200': 989e12,
-    'NVIDIA GH200': 989e12,
-    'NVIDIA A100': 312e12,
+  'TPU v4': 275e12,
+  'TPU v5 lite': 197e12,  # v5e
+  'TPU v5e': 197e12,
+  'TPU v5p': 459e12,
+  'TPU v5': 459e12,
+  'TPU v6 lite': 918e12,  # v6e (Trillium)
+  'TPU v6e': 918e12,
+  'NVIDIA H100 PCIe': 756e12,
+  'NVIDIA H100 NVL': 835e12,
+  'NVIDIA H100': 989e12,  # SXM ('NVIDIA H100 80GB HBM3')
+  'NVIDIA H200': 989e12,
+  'NVIDIA GH200': 989e12,
+  'NVIDIA A100': 312e12,
 }
 
 
 def encoder_forward_flops_per_token(cfg: EncoderConfig, seq_len: int) -> float:
   """Matmul FLOPs per token of the encoder's forward pass, projection included."""
   h, i = cfg.hidden_size, cfg.intermediate_size
-  per_layer = (2 * h * 3 * h  # fused QKV
-               + 2 * seq_len * h * 2  # QK^T and PV over all keys
-               + 2 * h * h  # attention output
-               + 2 * 2 * h * i)  # FFN in and out
+  per_layer = (
+    2 * h * 3 * h  # fused QKV
+    + 2 * seq_len * h * 2  # QK^T and PV over all keys
+    + 2 * h * h  # attention output
+    + 2 * 2 * h * i
+  )  # FFN in and out
   projection = 2 * cfg.embedding_size * h if cfg.embedding_size != h else 0
   return cfg.num_layers * per_layer + projection
 
@@ -68,8 +70,9 @@ def train_step_flops(config: ml_collections.ConfigDict) -> float:
   predictions = config.batch_size * config_lib.max_predictions_per_seq(config)
   forward = tokens * encoder_forward_flops_per_token(disc, config.max_seq_length)
   if objectives.has_generator_network(config):
-    forward += (tokens * encoder_forward_flops_per_token(gen, config.max_seq_length)
-                + predictions * _mlm_head_flops(gen))
+    forward += tokens * encoder_forward_flops_per_token(
+      gen, config.max_seq_length
+    ) + predictions * _mlm_head_flops(gen)
   head = objectives.main_head(config.objective.name)
   if head == 'discriminator':
     forward += tokens * _token_head_flops(disc)
@@ -88,8 +91,7 @@ def device_peak_flops(device_kind: str) -> float | None:
   return None
 
 
-def measure_matmul_peak(n: int = 2048, repeats: int = 5, dtype: jnp.dtype = jnp.float32
-                        ) -> float:
+def measure_matmul_peak(n: int = 2048, repeats: int = 5, dtype: jnp.dtype = jnp.float32) -> float:
   """Best FLOP/s of an n x n x n matmul of `dtype` on this process's first device."""
   x = jnp.asarray(np.random.default_rng(0).standard_normal((n, n)), dtype)
   matmul = jax.jit(lambda a, b: a @ b)

@@ -44,37 +44,54 @@ def encoder_config_from_hf(hf: Mapping[str, Any], **runtime: Any) -> EncoderConf
   """Our EncoderConfig from an HF ElectraConfig dict; `runtime` overrides fields
   (dtype, dropout, attention_impl, ...; defaults: those of configs/common.py)."""
   if hf.get('model_type') != 'electra':
-    raise HFCheckpointError(f'config.json has model_type {hf.get("model_type")!r}; only '
-                            'ELECTRA checkpoints (model_type "electra") can be imported')
+    raise HFCheckpointError(
+      f'config.json has model_type {hf.get("model_type")!r}; only '
+      'ELECTRA checkpoints (model_type "electra") can be imported'
+    )
   if hf.get('hidden_act', 'gelu') != 'gelu':
-    raise HFCheckpointError(f'config.json: hidden_act {hf["hidden_act"]!r}; ELECTRA uses the '
-                            'exact GELU ("gelu")')
+    raise HFCheckpointError(
+      f'config.json: hidden_act {hf["hidden_act"]!r}; ELECTRA uses the exact GELU ("gelu")'
+    )
   defaults = common.get_config().model
   cfg = EncoderConfig(
-      vocab_size=hf['vocab_size'], embedding_size=hf.get('embedding_size', hf['hidden_size']),
-      hidden_size=hf['hidden_size'], num_layers=hf['num_hidden_layers'],
-      num_heads=hf['num_attention_heads'], intermediate_size=hf['intermediate_size'],
-      max_position_embeddings=hf['max_position_embeddings'],
-      type_vocab_size=hf['type_vocab_size'], dropout_rate=hf['hidden_dropout_prob'],
-      attention_dropout_rate=hf['attention_probs_dropout_prob'],
-      layer_norm_eps=hf['layer_norm_eps'], initializer_range=hf['initializer_range'],
-      **{key: defaults[key] for key in _RUNTIME_FIELDS})
+    vocab_size=hf['vocab_size'],
+    embedding_size=hf.get('embedding_size', hf['hidden_size']),
+    hidden_size=hf['hidden_size'],
+    num_layers=hf['num_hidden_layers'],
+    num_heads=hf['num_attention_heads'],
+    intermediate_size=hf['intermediate_size'],
+    max_position_embeddings=hf['max_position_embeddings'],
+    type_vocab_size=hf['type_vocab_size'],
+    dropout_rate=hf['hidden_dropout_prob'],
+    attention_dropout_rate=hf['attention_probs_dropout_prob'],
+    layer_norm_eps=hf['layer_norm_eps'],
+    initializer_range=hf['initializer_range'],
+    **{key: defaults[key] for key in _RUNTIME_FIELDS},
+  )
   return dataclasses.replace(cfg, **runtime)
 
 
 def hf_config(cfg: EncoderConfig, architecture: str, pad_token_id: int) -> dict[str, Any]:
   """An HF ElectraConfig dict for an encoder of `cfg`."""
   return {
-      'architectures': [architecture], 'model_type': 'electra',
-      'vocab_size': cfg.vocab_size, 'embedding_size': cfg.embedding_size,
-      'hidden_size': cfg.hidden_size, 'num_hidden_layers': cfg.num_layers,
-      'num_attention_heads': cfg.num_heads, 'intermediate_size': cfg.intermediate_size,
-      'hidden_act': 'gelu', 'hidden_dropout_prob': cfg.dropout_rate,
-      'attention_probs_dropout_prob': cfg.attention_dropout_rate,
-      'max_position_embeddings': cfg.max_position_embeddings,
-      'type_vocab_size': cfg.type_vocab_size, 'initializer_range': cfg.initializer_range,
-      'layer_norm_eps': cfg.layer_norm_eps, 'position_embedding_type': 'absolute',
-      'pad_token_id': pad_token_id, 'tie_word_embeddings': True,
+    'architectures': [architecture],
+    'model_type': 'electra',
+    'vocab_size': cfg.vocab_size,
+    'embedding_size': cfg.embedding_size,
+    'hidden_size': cfg.hidden_size,
+    'num_hidden_layers': cfg.num_layers,
+    'num_attention_heads': cfg.num_heads,
+    'intermediate_size': cfg.intermediate_size,
+    'hidden_act': 'gelu',
+    'hidden_dropout_prob': cfg.dropout_rate,
+    'attention_probs_dropout_prob': cfg.attention_dropout_rate,
+    'max_position_embeddings': cfg.max_position_embeddings,
+    'type_vocab_size': cfg.type_vocab_size,
+    'initializer_range': cfg.initializer_range,
+    'layer_norm_eps': cfg.layer_norm_eps,
+    'position_embedding_type': 'absolute',
+    'pad_token_id': pad_token_id,
+    'tie_word_embeddings': True,
   }
 
 
@@ -92,10 +109,12 @@ def _layer_norm(sd: StateDict, prefix: str) -> dict[str, np.ndarray]:
 
 def _embeddings(sd: StateDict) -> dict:
   table = lambda name: {'embedding': np.asarray(sd[f'electra.embeddings.{name}.weight'])}
-  return {'word_embeddings': table('word_embeddings'),
-          'position_embeddings': table('position_embeddings'),
-          'token_type_embeddings': table('token_type_embeddings'),
-          'layer_norm': _layer_norm(sd, 'electra.embeddings.LayerNorm.')}
+  return {
+    'word_embeddings': table('word_embeddings'),
+    'position_embeddings': table('position_embeddings'),
+    'token_type_embeddings': table('token_type_embeddings'),
+    'layer_norm': _layer_norm(sd, 'electra.embeddings.LayerNorm.'),
+  }
 
 
 def _layer(sd: StateDict, prefix: str, cfg: EncoderConfig) -> dict:
@@ -103,18 +122,17 @@ def _layer(sd: StateDict, prefix: str, cfg: EncoderConfig) -> dict:
   qkv = [_dense(sd, f'{prefix}attention.self.{name}.') for name in ('query', 'key', 'value')]
   output = _dense(sd, prefix + 'attention.output.dense.')
   return {
-      'attention': {
-          'qkv': {
-              'kernel': np.stack([p['kernel'].reshape(-1, heads, head_dim) for p in qkv], axis=1),
-              'bias': np.stack([p['bias'].reshape(heads, head_dim) for p in qkv], axis=0),
-          },
-          'output': {'kernel': output['kernel'].reshape(heads, head_dim, -1),
-                     'bias': output['bias']},
+    'attention': {
+      'qkv': {
+        'kernel': np.stack([p['kernel'].reshape(-1, heads, head_dim) for p in qkv], axis=1),
+        'bias': np.stack([p['bias'].reshape(heads, head_dim) for p in qkv], axis=0),
       },
-      'attention_layer_norm': _layer_norm(sd, prefix + 'attention.output.LayerNorm.'),
-      'intermediate': _dense(sd, prefix + 'intermediate.dense.'),
-      'output': _dense(sd, prefix + 'output.dense.'),
-      'output_layer_norm': _layer_norm(sd, prefix + 'output.LayerNorm.'),
+      'output': {'kernel': output['kernel'].reshape(heads, head_dim, -1), 'bias': output['bias']},
+    },
+    'attention_layer_norm': _layer_norm(sd, prefix + 'attention.output.LayerNorm.'),
+    'intermediate': _dense(sd, prefix + 'intermediate.dense.'),
+    'output': _dense(sd, prefix + 'output.dense.'),
+    'output_layer_norm': _layer_norm(sd, prefix + 'output.LayerNorm.'),
   }
 
 
@@ -137,15 +155,20 @@ def discriminator_params_from_hf(sd: StateDict, cfg: EncoderConfig) -> dict:
   params = {'embeddings': _embeddings(sd), 'discriminator': _encoder(sd, cfg)}
   if 'discriminator_predictions.dense.weight' in sd:
     params['discriminator_head'] = {
-        'dense': _dense(sd, 'discriminator_predictions.dense.'),
-        'prediction': _dense(sd, 'discriminator_predictions.dense_prediction.'),
+      'dense': _dense(sd, 'discriminator_predictions.dense.'),
+      'prediction': _dense(sd, 'discriminator_predictions.dense_prediction.'),
     }
   return params
 
 
-def params_from_hf(discriminator: StateDict, generator: StateDict, *,
-                   discriminator_cfg: EncoderConfig, generator_cfg: EncoderConfig,
-                   untie_embeddings: bool = False) -> dict:
+def params_from_hf(
+  discriminator: StateDict,
+  generator: StateDict,
+  *,
+  discriminator_cfg: EncoderConfig,
+  generator_cfg: EncoderConfig,
+  untie_embeddings: bool = False,
+) -> dict:
   """Our parameters from the state dicts of ElectraForPreTraining and ElectraForMaskedLM.
 
   With shared embeddings (the default) the discriminator's copy is used; HF
@@ -154,9 +177,9 @@ def params_from_hf(discriminator: StateDict, generator: StateDict, *,
   params = discriminator_params_from_hf(discriminator, discriminator_cfg)
   params['generator'] = _encoder(generator, generator_cfg)
   params['generator_head'] = {
-      'dense': _dense(generator, 'generator_predictions.dense.'),
-      'layer_norm': _layer_norm(generator, 'generator_predictions.LayerNorm.'),
-      'output_bias': np.asarray(generator['generator_lm_head.bias']),
+    'dense': _dense(generator, 'generator_predictions.dense.'),
+    'layer_norm': _layer_norm(generator, 'generator_predictions.LayerNorm.'),
+    'output_bias': np.asarray(generator['generator_lm_head.bias']),
   }
   if untie_embeddings:
     params['discriminator_embeddings'] = params.pop('embeddings')
@@ -168,18 +191,24 @@ def params_from_hf(discriminator: StateDict, generator: StateDict, *,
 
 
 def _to_dense(params: Mapping[str, Any], prefix: str) -> dict[str, np.ndarray]:
-  return {prefix + 'weight': np.asarray(params['kernel']).T,
-          prefix + 'bias': np.asarray(params['bias'])}
+  return {
+    prefix + 'weight': np.asarray(params['kernel']).T,
+    prefix + 'bias': np.asarray(params['bias']),
+  }
 
 
 def _to_layer_norm(params: Mapping[str, Any], prefix: str) -> dict[str, np.ndarray]:
-  return {prefix + 'weight': np.asarray(params['scale']),
-          prefix + 'bias': np.asarray(params['bias'])}
+  return {
+    prefix + 'weight': np.asarray(params['scale']),
+    prefix + 'bias': np.asarray(params['bias']),
+  }
 
 
 def _to_embeddings(params: Mapping[str, Any]) -> dict[str, np.ndarray]:
-  sd = {f'electra.embeddings.{name}.weight': np.asarray(params[name]['embedding'])
-        for name in ('word_embeddings', 'position_embeddings', 'token_type_embeddings')}
+  sd = {
+    f'electra.embeddings.{name}.weight': np.asarray(params[name]['embedding'])
+    for name in ('word_embeddings', 'position_embeddings', 'token_type_embeddings')
+  }
   sd.update(_to_layer_norm(params['layer_norm'], 'electra.embeddings.LayerNorm.'))
   return sd
 
@@ -207,8 +236,11 @@ def _to_encoder(params: Mapping[str, Any], num_layers: int) -> dict[str, np.ndar
   if 'embeddings_project' in params:
     sd.update(_to_dense(params['embeddings_project'], 'electra.embeddings_project.'))
   for i in range(num_layers):
-    layer = (jax.tree.map(lambda x, i=i: np.asarray(x)[i], params['layers'])
-             if 'layers' in params else params[f'layer_{i}'])
+    layer = (
+      jax.tree.map(lambda x, i=i: np.asarray(x)[i], params['layers'])
+      if 'layers' in params
+      else params[f'layer_{i}']
+    )
     sd.update(_to_layer(layer, f'electra.encoder.layer.{i}.'))
   return sd
 
@@ -223,9 +255,13 @@ def discriminator_to_hf(params: Mapping[str, Any], cfg: EncoderConfig) -> dict[s
   return sd
 
 
-def masked_lm_to_hf(params: Mapping[str, Any], cfg: EncoderConfig, *,
-                    encoder: str = 'generator', head: str = 'generator_head'
-                    ) -> dict[str, np.ndarray]:
+def masked_lm_to_hf(
+  params: Mapping[str, Any],
+  cfg: EncoderConfig,
+  *,
+  encoder: str = 'generator',
+  head: str = 'generator_head',
+) -> dict[str, np.ndarray]:
   """The ElectraForMaskedLM state dict of encoder `encoder` under MLM head `head`: the
   generator, or the full-size masked LM of the MLM objectives ('discriminator',
   'mlm_head'). Its output layer is tied to the word embeddings, which HF restores
@@ -257,8 +293,10 @@ def read_hf_dir(directory: str) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     try:
       import torch  # pylint: disable=g-import-not-at-top
     except ImportError:
-      raise HFCheckpointError(f'{torch_path}: reading a PyTorch pickle needs torch (pip install '
-                              'torch), or convert it to model.safetensors') from None
+      raise HFCheckpointError(
+        f'{torch_path}: reading a PyTorch pickle needs torch (pip install '
+        'torch), or convert it to model.safetensors'
+      ) from None
     # weights_only: tensors and containers only; any code in the pickle is refused.
     loaded = torch.load(torch_path, map_location='cpu', weights_only=True)
     sd = {k: v.float().numpy() for k, v in loaded.items()}

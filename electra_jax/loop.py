@@ -18,19 +18,33 @@ Metrics = dict[str, jax.Array]
 
 # The figures the console shows for each log window, where the objective has them;
 # TensorBoard gets every scalar.
-HEADLINE = ('loss', 'mlm_loss', 'mlm_accuracy', 'main_mlm_loss', 'main_mlm_accuracy',
-            'disc_loss', 'disc_recall', 'disc_precision', 'learning_rate', 'tokens_per_s', 'mfu')
+HEADLINE = (
+  'loss',
+  'mlm_loss',
+  'mlm_accuracy',
+  'main_mlm_loss',
+  'main_mlm_accuracy',
+  'disc_loss',
+  'disc_recall',
+  'disc_precision',
+  'learning_rate',
+  'tokens_per_s',
+  'mfu',
+)
 
 
-def throughput(step_seconds: float, config: ml_collections.ConfigDict,
-               peak_flops: float) -> dict[str, float]:
+def throughput(
+  step_seconds: float, config: ml_collections.ConfigDict, peak_flops: float
+) -> dict[str, float]:
   """Step time, tokens/s, examples/s, model TFLOP/s and MFU of steps of `step_seconds`."""
   model_flops = flops.train_step_flops(config)
-  return {'step_time_s': step_seconds,
-          'tokens_per_s': config.batch_size * config.max_seq_length / step_seconds,
-          'examples_per_s': config.batch_size / step_seconds,
-          'model_tflops_per_s': model_flops / step_seconds / 1e12,
-          'mfu': model_flops / step_seconds / peak_flops}
+  return {
+    'step_time_s': step_seconds,
+    'tokens_per_s': config.batch_size * config.max_seq_length / step_seconds,
+    'examples_per_s': config.batch_size / step_seconds,
+    'model_tflops_per_s': model_flops / step_seconds / 1e12,
+    'mfu': model_flops / step_seconds / peak_flops,
+  }
 
 
 class ThroughputMeter:
@@ -78,13 +92,20 @@ class Progress:
     self._last = now
     rate = (finished - self._first) / (now - self._start)
     left = f'  {duration((self._total - finished) / rate)} left' if rate > 0 else ''
-    logging.info('step %s/%s (%.0f%%)  %.3g steps/s  %s tokens/s%s', f'{finished:,}',
-                 f'{self._total:,}', 100 * finished / self._total, rate,
-                 f'{rate * self._tokens:,.0f}', left)
+    logging.info(
+      'step %s/%s (%.0f%%)  %.3g steps/s  %s tokens/s%s',
+      f'{finished:,}',
+      f'{self._total:,}',
+      100 * finished / self._total,
+      rate,
+      f'{rate * self._tokens:,.0f}',
+      left,
+    )
 
 
 class TrainingStopped(errors.UserError):
   """The run stopped early for a reason the user must see (divergence, failed saves)."""
+
   exit_status = 1
 
 
@@ -97,20 +118,28 @@ class _NonfiniteStreak:
 
   def check(self, steps: range, fetched: list[dict[str, Any]]) -> None:
     for step, metrics in zip(steps, fetched, strict=True):
-      bad = [name for name, key in (('loss', 'nonfinite_loss'), ('gradients', 'nonfinite_grads'))
-             if metrics[key]]
+      bad = [
+        name
+        for name, key in (('loss', 'nonfinite_loss'), ('gradients', 'nonfinite_grads'))
+        if metrics[key]
+      ]
       if not bad:
         self._in_a_row = 0
         continue
-      logging.error('Step %d: non-finite %s (loss %s, grad_norm %s); the update was skipped',
-                    step, ' and '.join(bad), float(metrics['loss']),
-                    float(metrics['grad_norm']))
+      logging.error(
+        'Step %d: non-finite %s (loss %s, grad_norm %s); the update was skipped',
+        step,
+        ' and '.join(bad),
+        float(metrics['loss']),
+        float(metrics['grad_norm']),
+      )
       self._in_a_row += 1
       if self._in_a_row >= self._limit:
         raise TrainingStopped(
-            f'{self._in_a_row} non-finite steps in a row up to step {step}; stopping. No '
-            'non-finite update was applied, so the last checkpoint holds the last good '
-            'state; lower the learning rate or check the data, then restart')
+          f'{self._in_a_row} non-finite steps in a row up to step {step}; stopping. No '
+          'non-finite update was applied, so the last checkpoint holds the last good '
+          'state; lower the learning rate or check the data, then restart'
+        )
 
 
 class MetricsLog:
@@ -119,8 +148,12 @@ class MetricsLog:
   are counted as their window is read: the loop never waits for a step's
   results between log steps, and every process stops at the same step."""
 
-  def __init__(self, writer: metric_writer.MetricWriter, meter: ThroughputMeter,
-               config: ml_collections.ConfigDict):
+  def __init__(
+    self,
+    writer: metric_writer.MetricWriter,
+    meter: ThroughputMeter,
+    config: ml_collections.ConfigDict,
+  ):
     self._writer, self._meter, self._config = writer, meter, config
     self._nonfinite = _NonfiniteStreak(config.max_consecutive_nonfinite_steps)
     self._window: list[Metrics] = []

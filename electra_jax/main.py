@@ -15,10 +15,12 @@ from ml_collections import config_flags
 
 from electra_jax import cli, errors, train
 
-_CONFIG = config_flags.DEFINE_config_file('config', None, 'Path to a config file in configs/.',
-                                          lock_config=True)
-_WORKDIR = flags.DEFINE_string('workdir', None, 'Directory for checkpoints, TensorBoard '
-                               'event files and the tokenizer.')
+_CONFIG = config_flags.DEFINE_config_file(
+  'config', None, 'Path to a config file in configs/.', lock_config=True
+)
+_WORKDIR = flags.DEFINE_string(
+  'workdir', None, 'Directory for checkpoints, TensorBoard event files and the tokenizer.'
+)
 flags.mark_flags_as_required(['config', 'workdir'])
 
 
@@ -41,9 +43,11 @@ def _maybe_initialize_distributed() -> None:
     try:
       count, index = (int(os.environ[name]) for name in ('JAX_NUM_PROCESSES', 'JAX_PROCESS_ID'))
     except (KeyError, ValueError):
-      raise errors.UserError('JAX_COORDINATOR_ADDRESS is set, so JAX_NUM_PROCESSES and '
-                             'JAX_PROCESS_ID must be set to integers too (the process count, '
-                             'and this process\'s index)')
+      raise errors.UserError(
+        'JAX_COORDINATOR_ADDRESS is set, so JAX_NUM_PROCESSES and '
+        'JAX_PROCESS_ID must be set to integers too (the process count, '
+        "and this process's index)"
+      )
     # CPU processes exchange collectives through gloo; other backends ignore it.
     jax.config.update('jax_cpu_collectives_implementation', 'gloo')
     jax.distributed.initialize(os.environ['JAX_COORDINATOR_ADDRESS'], count, index)

@@ -55,22 +55,30 @@ class MetricWriter:
       record_writer.directory_check(logdir)
       self._events = event_file_writer.EventsWriter(os.path.join(logdir, 'events'))
 
-  def write(self, step: int, scalars: Mapping[str, float], prefix: str = 'train',
-            headline: Sequence[str] | None = None) -> None:
+  def write(
+    self,
+    step: int,
+    scalars: Mapping[str, float],
+    prefix: str = 'train',
+    headline: Sequence[str] | None = None,
+  ) -> None:
     """Writes every scalar to TensorBoard; the console line shows those named in
     `headline`, in its order (all, sorted, if None)."""
     if self._events is None:
       return
-    shown = ([k for k in headline if k in scalars] if headline is not None
-             else sorted(scalars))
+    shown = [k for k in headline if k in scalars] if headline is not None else sorted(scalars)
     more = len(scalars) - len(shown)
-    logging.info('[%d] %s%s%s', step, '' if prefix == 'train' else f'{prefix}: ',
-                 '  '.join(f'{k}={_figure(scalars[k])}' for k in shown),
-                 f'  (+{more} more in TensorBoard)' if more else '')
-    values = [summary.scalar(f'{prefix}/{name}', value).value[0]
-              for name, value in scalars.items()]
-    self._events.write_event(event_pb2.Event(
-        wall_time=time.time(), step=step, summary=summary_pb2.Summary(value=values)))
+    logging.info(
+      '[%d] %s%s%s',
+      step,
+      '' if prefix == 'train' else f'{prefix}: ',
+      '  '.join(f'{k}={_figure(scalars[k])}' for k in shown),
+      f'  (+{more} more in TensorBoard)' if more else '',
+    )
+    values = [summary.scalar(f'{prefix}/{name}', value).value[0] for name, value in scalars.items()]
+    self._events.write_event(
+      event_pb2.Event(wall_time=time.time(), step=step, summary=summary_pb2.Summary(value=values))
+    )
     self._events.flush()
 
   def close(self) -> None:
@@ -86,8 +94,8 @@ def read_scalars(workdir: str) -> dict[str, list[tuple[int, float]]]:
       data = f.read()
     offset = 0
     while offset < len(data):
-      (length,) = struct.unpack('<Q', data[offset:offset + 8])
-      event = event_pb2.Event.FromString(data[offset + 12:offset + 12 + length])
+      (length,) = struct.unpack('<Q', data[offset : offset + 8])
+      event = event_pb2.Event.FromString(data[offset + 12 : offset + 12 + length])
       offset += 12 + length + 4  # length, its crc, payload, payload crc.
       for value in event.summary.value:
         scalars.setdefault(value.tag, []).append((event.step, value.simple_value))

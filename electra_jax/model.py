@@ -29,8 +29,8 @@ from electra_jax.config_lib import EncoderConfig
 Array = jax.Array
 
 _REMAT_POLICIES = {
-    'full': None,  # Save nothing: recompute the whole layer.
-    'dots_saveable': jax.checkpoint_policies.dots_saveable,
+  'full': None,  # Save nothing: recompute the whole layer.
+  'dots_saveable': jax.checkpoint_policies.dots_saveable,
 }
 
 
@@ -41,7 +41,8 @@ def activation_dtype(cfg: EncoderConfig) -> jnp.dtype:
 def _kernel_init(cfg: EncoderConfig, axes: Sequence[str | None]):
   # BERT/ELECTRA initialise every weight from N(0, 0.02) truncated at 2 sigma.
   return nn.with_logical_partitioning(
-      nn.initializers.truncated_normal(cfg.initializer_range), tuple(axes))
+    nn.initializers.truncated_normal(cfg.initializer_range), tuple(axes)
+  )
 
 
 def _zeros(axes: Sequence[str | None]):
@@ -69,19 +70,30 @@ _RematLayerNorm = nn.remat(nn.LayerNorm)
 
 
 def _layer_norm(cfg: EncoderConfig, axis_name: str, name: str) -> nn.Module:
-  return _RematLayerNorm(epsilon=cfg.layer_norm_eps, dtype=activation_dtype(cfg),
-                         scale_init=_ones((axis_name,)), bias_init=_zeros((axis_name,)),
-                         name=name)
+  return _RematLayerNorm(
+    epsilon=cfg.layer_norm_eps,
+    dtype=activation_dtype(cfg),
+    scale_init=_ones((axis_name,)),
+    bias_init=_zeros((axis_name,)),
+    name=name,
+  )
 
 
-def _dense(cfg: EncoderConfig, features: int, axes: tuple[str | None, str | None],
-           name: str) -> nn.Dense:
-  return nn.Dense(features, dtype=activation_dtype(cfg), kernel_init=_kernel_init(cfg, axes),
-                  bias_init=_zeros(axes[1:]), name=name)
+def _dense(
+  cfg: EncoderConfig, features: int, axes: tuple[str | None, str | None], name: str
+) -> nn.Dense:
+  return nn.Dense(
+    features,
+    dtype=activation_dtype(cfg),
+    kernel_init=_kernel_init(cfg, axes),
+    bias_init=_zeros(axes[1:]),
+    name=name,
+  )
 
 
 class Dropout(nn.Module):
   """nn.Dropout over prng.dropout, which spends a quarter of a Threefry block per element."""
+
   rate: float
 
   @nn.compact
@@ -102,18 +114,22 @@ class Embeddings(nn.Module):
   read under stop_gradient: the loss of the network reading this module
   trains only its own residual tables and LayerNorm.
   """
+
   cfg: EncoderConfig
   residual: bool = False
 
   def setup(self):
     cfg = self.cfg
     init = _zeros if self.residual else functools.partial(_kernel_init, cfg)
-    self.word_embeddings = nn.Embed(cfg.vocab_size, cfg.embedding_size,
-                                    embedding_init=init(('vocab', 'vocab_embed')))
-    self.position_embeddings = nn.Embed(cfg.max_position_embeddings, cfg.embedding_size,
-                                        embedding_init=init((None, 'vocab_embed')))
-    self.token_type_embeddings = nn.Embed(cfg.type_vocab_size, cfg.embedding_size,
-                                          embedding_init=init((None, 'vocab_embed')))
+    self.word_embeddings = nn.Embed(
+      cfg.vocab_size, cfg.embedding_size, embedding_init=init(('vocab', 'vocab_embed'))
+    )
+    self.position_embeddings = nn.Embed(
+      cfg.max_position_embeddings, cfg.embedding_size, embedding_init=init((None, 'vocab_embed'))
+    )
+    self.token_type_embeddings = nn.Embed(
+      cfg.type_vocab_size, cfg.embedding_size, embedding_init=init((None, 'vocab_embed'))
+    )
     self.layer_norm = _layer_norm(cfg, 'vocab_embed', 'layer_norm')
     self.dropout = Dropout(cfg.dropout_rate)
 
@@ -124,14 +140,22 @@ class Embeddings(nn.Module):
       return own
     return {name: jax.lax.stop_gradient(base[name]) + own[name] for name in EMBEDDING_TABLES}
 
-  def __call__(self, input_ids: Array, token_type_ids: Array, deterministic: bool,
-               base: dict[str, Array] | None = None) -> Array:
+  def __call__(
+    self,
+    input_ids: Array,
+    token_type_ids: Array,
+    deterministic: bool,
+    base: dict[str, Array] | None = None,
+  ) -> Array:
     tables = self.tables(base)
     dtype = activation_dtype(self.cfg)
     lookup = lambda name, ids: jnp.take(tables[name], ids, axis=0).astype(dtype)
     positions = jnp.arange(input_ids.shape[1])[None, :]
-    x = (lookup('word_embeddings', input_ids) + lookup('position_embeddings', positions)
-         + lookup('token_type_embeddings', token_type_ids))
+    x = (
+      lookup('word_embeddings', input_ids)
+      + lookup('position_embeddings', positions)
+      + lookup('token_type_embeddings', token_type_ids)
+    )
     return self.dropout(self.layer_norm(x), deterministic=deterministic)
 
 
@@ -144,8 +168,13 @@ def fold_embeddings(params: dict[str, Any], network: str) -> dict[str, Any]:
     return shared
   if shared is None:  # Untied.
     return own
-  return {**own, **{name: {'embedding': shared[name]['embedding'] + own[name]['embedding']}
-                    for name in EMBEDDING_TABLES}}
+  return {
+    **own,
+    **{
+      name: {'embedding': shared[name]['embedding'] + own[name]['embedding']}
+      for name in EMBEDDING_TABLES
+    },
+  }
 
 
 class _Projection(nn.Module):
@@ -154,6 +183,7 @@ class _Projection(nn.Module):
   Written out instead of nn.DenseGeneral so the kernel is created in its final
   multi-axis shape, which its logical axis names describe.
   """
+
   cfg: EncoderConfig
   equation: str
   kernel_shape: tuple[int, ...]
@@ -164,7 +194,7 @@ class _Projection(nn.Module):
   def __call__(self, x: Array) -> Array:
     dtype = activation_dtype(self.cfg)
     kernel = self.param('kernel', _kernel_init(self.cfg, self.kernel_axes), self.kernel_shape)
-    bias_shape = self.kernel_shape[-len(self.bias_axes):]
+    bias_shape = self.kernel_shape[-len(self.bias_axes) :]
     bias = self.param('bias', _zeros(self.bias_axes), bias_shape)
     return jnp.einsum(self.equation, x.astype(dtype), kernel.astype(dtype)) + bias.astype(dtype)
 
@@ -176,6 +206,7 @@ class SelfAttention(nn.Module):
   come last in each row (as in every batch this package builds): the 'xla' and
   'cudnn' paths take it as each row's length.
   """
+
   cfg: EncoderConfig
 
   @nn.compact
@@ -183,14 +214,20 @@ class SelfAttention(nn.Module):
     cfg = self.cfg
     dtype = activation_dtype(cfg)
     heads, head_dim = cfg.num_heads, cfg.hidden_size // cfg.num_heads
-    qkv = _Projection(cfg, 'ble,ecnd->blcnd', (cfg.hidden_size, 3, heads, head_dim),
-                      ('embed', None, 'heads', 'head_dim'), (None, 'heads', 'head_dim'),
-                      name='qkv')(x)
+    qkv = _Projection(
+      cfg,
+      'ble,ecnd->blcnd',
+      (cfg.hidden_size, 3, heads, head_dim),
+      ('embed', None, 'heads', 'head_dim'),
+      (None, 'heads', 'head_dim'),
+      name='qkv',
+    )(x)
     query, key, value = qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]  # [B, L, N, D]
     if cfg.attention_impl == 'explicit':
       mask = attention_mask.astype(bool)[:, None, None, :]  # [B, 1, 1, L]: keys only.
-      logits = jnp.einsum('bqnd,bknd->bnqk', query, key,
-                          preferred_element_type=jnp.float32) / jnp.sqrt(head_dim)
+      logits = jnp.einsum(
+        'bqnd,bknd->bnqk', query, key, preferred_element_type=jnp.float32
+      ) / jnp.sqrt(head_dim)
       logits = jnp.where(mask, logits, jnp.finfo(jnp.float32).min)
       probs = jax.nn.softmax(logits, axis=-1)  # float32 statistics.
       probs = Dropout(cfg.attention_dropout_rate)(probs, deterministic=deterministic)
@@ -200,15 +237,23 @@ class SelfAttention(nn.Module):
       # [B, 1, 1, L] mask (it becomes an additive bias, which must span [L, L]),
       # while lengths give it its native padding mask, which skips padded keys.
       lengths = jnp.sum(attention_mask > 0, axis=-1, dtype=jnp.int32)
-      out = jax.nn.dot_product_attention(query, key, value, key_value_seq_lengths=lengths,
-                                         implementation=cfg.attention_impl)
-    return _Projection(cfg, 'blnd,nde->ble', (heads, head_dim, cfg.hidden_size),
-                       ('heads', 'head_dim', 'embed'), ('embed',), name='output')(out)
+      out = jax.nn.dot_product_attention(
+        query, key, value, key_value_seq_lengths=lengths, implementation=cfg.attention_impl
+      )
+    return _Projection(
+      cfg,
+      'blnd,nde->ble',
+      (heads, head_dim, cfg.hidden_size),
+      ('heads', 'head_dim', 'embed'),
+      ('embed',),
+      name='output',
+    )(out)
 
 
 class EncoderLayer(nn.Module):
   """One post-LN transformer layer. Returns (x, None) so nn.scan can stack it, or
   (x, x) with `emit_output`, so that the scan also stacks every layer's output."""
+
   cfg: EncoderConfig
   emit_output: bool = False
 
@@ -218,22 +263,24 @@ class EncoderLayer(nn.Module):
     dropout = Dropout(cfg.dropout_rate)
     attended = SelfAttention(cfg, name='attention')(x, attention_mask, deterministic)
     x = _layer_norm(cfg, 'embed', 'attention_layer_norm')(
-        x + dropout(attended, deterministic=deterministic))
+      x + dropout(attended, deterministic=deterministic)
+    )
     h = _gelu(_dense(cfg, cfg.intermediate_size, ('embed', 'mlp'), 'intermediate')(x))
     h = _dense(cfg, cfg.hidden_size, ('mlp', 'embed'), 'output')(h)
-    x = _layer_norm(cfg, 'embed', 'output_layer_norm')(
-        x + dropout(h, deterministic=deterministic))
+    x = _layer_norm(cfg, 'embed', 'output_layer_norm')(x + dropout(h, deterministic=deterministic))
     x = nn.with_logical_constraint(x, ('activation_batch', 'activation_length', 'activation_embed'))
     return x, (x if self.emit_output else None)
 
 
 class Encoder(nn.Module):
   """Projects embeddings to the hidden size (if they differ), then the layers."""
+
   cfg: EncoderConfig
 
   @nn.compact
-  def __call__(self, embedded: Array, attention_mask: Array, deterministic: bool,
-               all_layers: bool = False) -> Array:
+  def __call__(
+    self, embedded: Array, attention_mask: Array, deterministic: bool, all_layers: bool = False
+  ) -> Array:
     """The last layer's output [B, L, H]. With `all_layers`, the first layer's
     input and every layer's output, stacked: [num_layers + 1, B, L, H]."""
     cfg = self.cfg
@@ -248,13 +295,19 @@ class Encoder(nn.Module):
       # A rolled scan keeps XLA from merging the recomputation into the
       # forward pass; unrolled layers need remat's own guard.
       rolled = cfg.scan_layers and cfg.scan_unroll == 1
-      layer = nn.remat(layer, policy=_REMAT_POLICIES[cfg.remat_policy],
-                       prevent_cse=not rolled, static_argnums=(3,))
+      layer = nn.remat(
+        layer, policy=_REMAT_POLICIES[cfg.remat_policy], prevent_cse=not rolled, static_argnums=(3,)
+      )
     if cfg.scan_layers:
-      stack = nn.scan(layer, variable_axes={'params': 0},
-                      split_rngs={'params': True, 'dropout': True},
-                      in_axes=(nn.broadcast, nn.broadcast), length=cfg.num_layers,
-                      metadata_params={nn.PARTITION_NAME: 'layers'}, unroll=cfg.scan_unroll)
+      stack = nn.scan(
+        layer,
+        variable_axes={'params': 0},
+        split_rngs={'params': True, 'dropout': True},
+        in_axes=(nn.broadcast, nn.broadcast),
+        length=cfg.num_layers,
+        metadata_params={nn.PARTITION_NAME: 'layers'},
+        unroll=cfg.scan_unroll,
+      )
       x, outputs = stack(cfg, all_layers, name='layers')(x, attention_mask, deterministic)
     else:
       outputs = []
@@ -269,6 +322,7 @@ class Encoder(nn.Module):
 
 class GeneratorHead(nn.Module):
   """Masked-LM head: dense to embedding size, GELU, LayerNorm, tied output layer."""
+
   cfg: EncoderConfig
 
   @nn.compact
@@ -279,12 +333,20 @@ class GeneratorHead(nn.Module):
     x = _gelu(_dense(cfg, cfg.embedding_size, ('embed', 'vocab_embed'), 'dense')(hidden))
     x = _layer_norm(cfg, 'vocab_embed', 'layer_norm')(x)
     bias = self.param('output_bias', _zeros(('vocab',)), (cfg.vocab_size,))
-    return jnp.einsum('...e,ve->...v', x.astype(dtype), word_table.astype(dtype),
-                      preferred_element_type=jnp.float32) + bias
+    return (
+      jnp.einsum(
+        '...e,ve->...v',
+        x.astype(dtype),
+        word_table.astype(dtype),
+        preferred_element_type=jnp.float32,
+      )
+      + bias
+    )
 
 
 class DiscriminatorHead(nn.Module):
   """Per-token replaced/original logit: dense, GELU, dense to 1."""
+
   cfg: EncoderConfig
 
   @nn.compact
@@ -310,6 +372,7 @@ class ElectraPretrainingModel(nn.Module):
   full-size encoder serve as the generator too, with its own MLM head (the
   released code's untied_generator=False).
   """
+
   generator_cfg: EncoderConfig | None
   discriminator_cfg: EncoderConfig
   # config_lib.EMBEDDING_SHARING: one module ('tied', the released code), one each
@@ -340,11 +403,13 @@ class ElectraPretrainingModel(nn.Module):
       if self.main_head == 'mlm_copy':
         self.copy_head = DiscriminatorHead(self.discriminator_cfg)
 
-  def _embed(self, network: str, input_ids: Array, token_type_ids: Array,
-             deterministic: bool) -> tuple[Array, Array]:
+  def _embed(
+    self, network: str, input_ids: Array, token_type_ids: Array, deterministic: bool
+  ) -> tuple[Array, Array]:
     """(`network`'s embedded input, the word table its MLM output layer is tied to)."""
-    if self.embedding_sharing == 'tied' or (network == 'generator' and
-                                            self.embedding_sharing == 'gdes'):
+    if self.embedding_sharing == 'tied' or (
+      network == 'generator' and self.embedding_sharing == 'gdes'
+    ):
       module, base = self.embeddings, None
     elif self.embedding_sharing == 'untied':
       module, base = getattr(self, f'{network}_embeddings'), None
@@ -353,8 +418,14 @@ class ElectraPretrainingModel(nn.Module):
     embedded = module(input_ids, token_type_ids, deterministic, base)
     return embedded, module.tables(base)['word_embeddings']
 
-  def generator_logits(self, input_ids: Array, token_type_ids: Array, attention_mask: Array,
-                       masked_positions: Array, deterministic: bool = True) -> Array:
+  def generator_logits(
+    self,
+    input_ids: Array,
+    token_type_ids: Array,
+    attention_mask: Array,
+    masked_positions: Array,
+    deterministic: bool = True,
+  ) -> Array:
     """float32 MLM logits [B, P, V], computed only at `masked_positions` [B, P]."""
     embedded, word_table = self._embed('generator', input_ids, token_type_ids, deterministic)
     encoder = self.discriminator if self.tie_generator else self.generator
@@ -362,35 +433,47 @@ class ElectraPretrainingModel(nn.Module):
     hidden = jnp.take_along_axis(hidden, masked_positions[..., None], axis=1)
     return self.generator_head(hidden, word_table)
 
-  def _main_hidden(self, input_ids: Array, token_type_ids: Array, attention_mask: Array,
-                   deterministic: bool) -> tuple[Array, Array]:
-    embedded, word_table = self._embed('discriminator', input_ids, token_type_ids,
-                                       deterministic)
+  def _main_hidden(
+    self, input_ids: Array, token_type_ids: Array, attention_mask: Array, deterministic: bool
+  ) -> tuple[Array, Array]:
+    embedded, word_table = self._embed('discriminator', input_ids, token_type_ids, deterministic)
     return self.discriminator(embedded, attention_mask, deterministic), word_table
 
-  def discriminator_logits(self, input_ids: Array, token_type_ids: Array,
-                           attention_mask: Array, deterministic: bool = True) -> Array:
+  def discriminator_logits(
+    self, input_ids: Array, token_type_ids: Array, attention_mask: Array, deterministic: bool = True
+  ) -> Array:
     """float32 replaced-token logits [B, L], one per token."""
     hidden, _ = self._main_hidden(input_ids, token_type_ids, attention_mask, deterministic)
     return self.discriminator_head(hidden)
 
-  def mlm_logits(self, input_ids: Array, token_type_ids: Array, attention_mask: Array,
-                 masked_positions: Array, deterministic: bool = True) -> Array:
+  def mlm_logits(
+    self,
+    input_ids: Array,
+    token_type_ids: Array,
+    attention_mask: Array,
+    masked_positions: Array,
+    deterministic: bool = True,
+  ) -> Array:
     """The full-size masked LM's float32 logits [B, P, V] at `masked_positions`."""
-    hidden, word_table = self._main_hidden(input_ids, token_type_ids, attention_mask,
-                                           deterministic)
+    hidden, word_table = self._main_hidden(input_ids, token_type_ids, attention_mask, deterministic)
     hidden = jnp.take_along_axis(hidden, masked_positions[..., None], axis=1)
     return self.mlm_head(hidden, word_table)
 
-  def copy_mlm_logits(self, input_ids: Array, token_type_ids: Array, attention_mask: Array,
-                      deterministic: bool = True) -> tuple[Array, Array]:
+  def copy_mlm_logits(
+    self, input_ids: Array, token_type_ids: Array, attention_mask: Array, deterministic: bool = True
+  ) -> tuple[Array, Array]:
     """(float32 MLM logits [B, L, V], float32 copy logits [B, L]) at every token."""
-    hidden, word_table = self._main_hidden(input_ids, token_type_ids, attention_mask,
-                                           deterministic)
+    hidden, word_table = self._main_hidden(input_ids, token_type_ids, attention_mask, deterministic)
     return self.mlm_head(hidden, word_table), self.copy_head(hidden)
 
-  def __call__(self, input_ids: Array, token_type_ids: Array, attention_mask: Array,
-               masked_positions: Array, deterministic: bool = True) -> tuple[Array, ...]:
+  def __call__(
+    self,
+    input_ids: Array,
+    token_type_ids: Array,
+    attention_mask: Array,
+    masked_positions: Array,
+    deterministic: bool = True,
+  ) -> tuple[Array, ...]:
     """Every network and head on the same input; used to create every parameter."""
     args = (input_ids, token_type_ids, attention_mask)
     outputs = ()
@@ -411,19 +494,24 @@ class SequenceClassifier(nn.Module):
   one score for regression). Parameter names match the pretraining tree
   ('embeddings', 'discriminator'), so pretrained weights drop in.
   """
+
   cfg: EncoderConfig
   num_outputs: int
   head_dropout_rate: float = 0.1
 
   @nn.compact
-  def __call__(self, input_ids: Array, token_type_ids: Array, attention_mask: Array,
-               deterministic: bool = True) -> Array:
+  def __call__(
+    self, input_ids: Array, token_type_ids: Array, attention_mask: Array, deterministic: bool = True
+  ) -> Array:
     """float32 logits [B, num_outputs]."""
     embedded = Embeddings(self.cfg, name='embeddings')(input_ids, token_type_ids, deterministic)
     hidden = Encoder(self.cfg, name='discriminator')(embedded, attention_mask, deterministic)
     cls = Dropout(self.head_dropout_rate)(hidden[:, 0], deterministic=deterministic)
     # tf.layers.dense's default initialisation, as the released head.
-    return nn.Dense(self.num_outputs, dtype=jnp.float32,
-                    kernel_init=nn.with_logical_partitioning(nn.initializers.xavier_uniform(),
-                                                             ('embed', None)),
-                    bias_init=_zeros((None,)), name='classifier')(cls.astype(jnp.float32))
+    return nn.Dense(
+      self.num_outputs,
+      dtype=jnp.float32,
+      kernel_init=nn.with_logical_partitioning(nn.initializers.xavier_uniform(), ('embed', None)),
+      bias_init=_zeros((None,)),
+      name='classifier',
+    )(cls.astype(jnp.float32))

@@ -51,9 +51,16 @@ def _scatter(ids: Array, positions: Array, weights: Array, values: Array) -> Arr
   return ids.at[rows, cols].set(values.astype(ids.dtype), mode='drop')
 
 
-def mask_tokens(rng: Array, input_ids: Array, attention_mask: Array, special: SpecialIds, *,
-                mask_prob: float, mask_token_prob: float,
-                max_predictions: int) -> MaskedBatch:
+def mask_tokens(
+  rng: Array,
+  input_ids: Array,
+  attention_mask: Array,
+  special: SpecialIds,
+  *,
+  mask_prob: float,
+  mask_token_prob: float,
+  max_predictions: int,
+) -> MaskedBatch:
   """Chooses positions to mask and writes [MASK] into most of them.
 
   Each sequence masks max(1, min(max_predictions, round(mask_prob * length)))
@@ -63,8 +70,12 @@ def mask_tokens(rng: Array, input_ids: Array, attention_mask: Array, special: Sp
   become [MASK]; the others keep their token.
   """
   batch, length = input_ids.shape
-  candidates = (attention_mask > 0) & (input_ids != special.cls) & (
-      input_ids != special.sep) & (input_ids != special.pad)
+  candidates = (
+    (attention_mask > 0)
+    & (input_ids != special.cls)
+    & (input_ids != special.sep)
+    & (input_ids != special.pad)
+  )
   num_tokens = jnp.sum(attention_mask > 0, axis=-1)
   num_to_mask = jnp.clip(jnp.round(num_tokens * mask_prob).astype(jnp.int32), 1, max_predictions)
   num_to_mask = jnp.minimum(num_to_mask, jnp.sum(candidates, axis=-1))
@@ -82,12 +93,16 @@ def mask_tokens(rng: Array, input_ids: Array, attention_mask: Array, special: Sp
   use_mask_token = jax.random.uniform(keep_rng, positions.shape) < mask_token_prob
   masked_values = jnp.where(use_mask_token, special.mask, labels)
   return MaskedBatch(
-      input_ids=_scatter(input_ids, positions, weights, masked_values),
-      positions=positions, weights=weights, labels=labels)
+    input_ids=_scatter(input_ids, positions, weights, masked_values),
+    positions=positions,
+    weights=weights,
+    labels=labels,
+  )
 
 
-def sample_tokens(rng: Array, logits: Array, temperature: float,
-                  disallowed: Array | None = None) -> Array:
+def sample_tokens(
+  rng: Array, logits: Array, temperature: float, disallowed: Array | None = None
+) -> Array:
   """Gumbel-max sample from softmax(logits / temperature), in float32, as int32 ids.
 
   Behind stop_gradient: the discriminator's loss never reaches the generator
@@ -128,8 +143,9 @@ def _safe_div(num: Array, den: Array) -> Array:
   return num / jnp.maximum(den, 1e-6)
 
 
-def mlm_loss(logits: Array, masked: MaskedBatch,
-             prefix: str = 'mlm') -> tuple[Array, dict[str, Array]]:
+def mlm_loss(
+  logits: Array, masked: MaskedBatch, prefix: str = 'mlm'
+) -> tuple[Array, dict[str, Array]]:
   """Mean cross-entropy over the used masked slots, in float32; metrics named PREFIX_loss
   and PREFIX_accuracy."""
   logits = logits.astype(jnp.float32)
@@ -137,12 +153,12 @@ def mlm_loss(logits: Array, masked: MaskedBatch,
   total = jnp.sum(masked.weights)
   loss = _safe_div(jnp.sum(nll * masked.weights), total)
   correct = (first_argmax(logits) == masked.labels) * masked.weights
-  return loss, {f'{prefix}_loss': loss,
-                f'{prefix}_accuracy': _safe_div(jnp.sum(correct), total)}
+  return loss, {f'{prefix}_loss': loss, f'{prefix}_accuracy': _safe_div(jnp.sum(correct), total)}
 
 
-def discriminator_loss(logits: Array, is_replaced: Array,
-                       weights: Array) -> tuple[Array, dict[str, Array]]:
+def discriminator_loss(
+  logits: Array, is_replaced: Array, weights: Array
+) -> tuple[Array, dict[str, Array]]:
   """Mean binary cross-entropy over the tokens of weight 1 [B, L], in float32."""
   logits = logits.astype(jnp.float32)
   labels = is_replaced.astype(jnp.float32)
@@ -156,11 +172,11 @@ def discriminator_loss(logits: Array, is_replaced: Array,
   true_positive = jnp.sum(predicted * actual)
   correct = jnp.sum((predicted == actual) * weights)
   return loss, {
-      'disc_loss': loss,
-      'disc_accuracy': _safe_div(correct, total),
-      'disc_precision': _safe_div(true_positive, jnp.sum(predicted)),
-      'disc_recall': _safe_div(true_positive, jnp.sum(actual)),
-      'replaced_fraction': _safe_div(jnp.sum(actual), total),
+    'disc_loss': loss,
+    'disc_accuracy': _safe_div(correct, total),
+    'disc_precision': _safe_div(true_positive, jnp.sum(predicted)),
+    'disc_recall': _safe_div(true_positive, jnp.sum(actual)),
+    'replaced_fraction': _safe_div(jnp.sum(actual), total),
   }
 
 
@@ -186,8 +202,9 @@ def sampled_accuracy(sampled: Array, masked: MaskedBatch) -> Array:
 def masked_position_weights(masked: MaskedBatch, length: int) -> Array:
   """float32 [B, L]: 1 at the masked positions, 0 elsewhere."""
   zeros = jnp.zeros((masked.positions.shape[0], length), jnp.int32)
-  return _scatter(zeros, masked.positions, masked.weights, jnp.ones_like(masked.positions)
-                  ).astype(jnp.float32)
+  return _scatter(zeros, masked.positions, masked.weights, jnp.ones_like(masked.positions)).astype(
+    jnp.float32
+  )
 
 
 # --- The objectives: what the step needs, then one pass each --------------------
@@ -218,6 +235,7 @@ def has_generator_network(config: ml_collections.ConfigDict) -> bool:
 @dataclasses.dataclass(frozen=True)
 class Settings:
   """What the step needs besides the model: token ids and objective settings."""
+
   name: str
   special: SpecialIds
   mask_prob: float
@@ -233,12 +251,19 @@ class Settings:
   @classmethod
   def from_config(cls, config: ml_collections.ConfigDict, special: SpecialIds) -> 'Settings':
     o = config.objective
-    return cls(name=o.name, special=special, mask_prob=o.mask_prob,
-               mask_token_prob=o.mask_token_prob,
-               max_predictions=config_lib.max_predictions_per_seq(config),
-               temperature=o.temperature, gen_weight=o.gen_weight, disc_weight=o.disc_weight,
-               uniform_generator=o.uniform_generator, disallow_correct=o.disallow_correct,
-               vocab_size=config.model.vocab_size)
+    return cls(
+      name=o.name,
+      special=special,
+      mask_prob=o.mask_prob,
+      mask_token_prob=o.mask_token_prob,
+      max_predictions=config_lib.max_predictions_per_seq(config),
+      temperature=o.temperature,
+      gen_weight=o.gen_weight,
+      disc_weight=o.disc_weight,
+      uniform_generator=o.uniform_generator,
+      disallow_correct=o.disallow_correct,
+      vocab_size=config.model.vocab_size,
+    )
 
   @property
   def generator_network(self) -> bool:
@@ -254,6 +279,7 @@ class Settings:
 @flax.struct.dataclass
 class Corruption:
   """The full-size network's input, and how it was made."""
+
   masked: MaskedBatch
   gen_logits: Array | None  # [B, P, V] float32 at the masked positions; None: no generator.
   sampled: Array | None  # [B, P] the samples; None for 'mlm', which writes [MASK] instead.
@@ -264,6 +290,7 @@ class Corruption:
 @flax.struct.dataclass
 class PretrainingOutputs:
   """Everything one pass computes, for losses, evaluation and prediction."""
+
   corruption: Corruption
   # 'electra', 'electra_15': the discriminator's logits [B, L]; the masked LMs:
   # float32 logits [B, P, V] of the original token at the masked positions.
@@ -272,34 +299,53 @@ class PretrainingOutputs:
 
 def _mask(rng: Array, batch: Batch, obj: Settings) -> MaskedBatch:
   return mask_tokens(
-      rng, batch['input_ids'], batch['attention_mask'], obj.special,
-      mask_prob=obj.mask_prob, mask_token_prob=obj.mask_token_prob,
-      max_predictions=obj.max_predictions)
+    rng,
+    batch['input_ids'],
+    batch['attention_mask'],
+    obj.special,
+    mask_prob=obj.mask_prob,
+    mask_token_prob=obj.mask_token_prob,
+    max_predictions=obj.max_predictions,
+  )
 
 
-def _apply(params: Any, model: ElectraPretrainingModel, method: Any, rng: Array,
-           *args: Any) -> Any:
+def _apply(params: Any, model: ElectraPretrainingModel, method: Any, rng: Array, *args: Any) -> Any:
   return model.apply({'params': params}, *args, rngs={'dropout': rng}, method=method)
 
 
-def _generator_logits(params: Any, batch: Batch, masked: MaskedBatch, rng: Array,
-                      model: ElectraPretrainingModel, deterministic: bool) -> Array:
-  return _apply(params, model, model.generator_logits, rng, masked.input_ids,
-                batch['token_type_ids'], batch['attention_mask'], masked.positions,
-                deterministic)
+def _generator_logits(
+  params: Any,
+  batch: Batch,
+  masked: MaskedBatch,
+  rng: Array,
+  model: ElectraPretrainingModel,
+  deterministic: bool,
+) -> Array:
+  return _apply(
+    params,
+    model,
+    model.generator_logits,
+    rng,
+    masked.input_ids,
+    batch['token_type_ids'],
+    batch['attention_mask'],
+    masked.positions,
+    deterministic,
+  )
 
 
-def sample_and_corrupt(rng: Array, batch: Batch, masked: MaskedBatch,
-                       gen_logits: Array | None, obj: Settings) -> Corruption:
+def sample_and_corrupt(
+  rng: Array, batch: Batch, masked: MaskedBatch, gen_logits: Array | None, obj: Settings
+) -> Corruption:
   """Samples into the masked positions (generator or uniform), or keeps [MASK] for 'mlm'."""
   if obj.name == 'mlm':
-    return Corruption(masked, None, None, masked.input_ids,
-                      jnp.zeros_like(masked.input_ids, bool))
+    return Corruption(masked, None, None, masked.input_ids, jnp.zeros_like(masked.input_ids, bool))
   logits = gen_logits
   if obj.uniform_generator:  # The released code's uniform_generator: flat logits.
     logits = jnp.zeros(masked.labels.shape + (obj.vocab_size,), jnp.float32)
-  sampled = sample_tokens(rng, logits, obj.temperature,
-                          masked.labels if obj.disallow_correct else None)
+  sampled = sample_tokens(
+    rng, logits, obj.temperature, masked.labels if obj.disallow_correct else None
+  )
   corrupted, is_replaced = corrupt(batch['input_ids'], masked, sampled)
   return Corruption(masked, gen_logits, sampled, corrupted, is_replaced)
 
@@ -311,8 +357,16 @@ def sample_and_corrupt(rng: Array, batch: Batch, masked: MaskedBatch,
 
 def _electra(params, batch, c, rng, model, deterministic):
   """Replaced token detection over every token (the paper's objective)."""
-  logits = _apply(params, model, model.discriminator_logits, rng, c.corrupted,
-                  batch['token_type_ids'], batch['attention_mask'], deterministic)
+  logits = _apply(
+    params,
+    model,
+    model.discriminator_logits,
+    rng,
+    c.corrupted,
+    batch['token_type_ids'],
+    batch['attention_mask'],
+    deterministic,
+  )
   loss, metrics = discriminator_loss(logits, c.is_replaced, batch['attention_mask'] > 0)
   return loss, metrics, logits
 
@@ -320,8 +374,16 @@ def _electra(params, batch, c, rng, model, deterministic):
 def _electra_15(params, batch, c, rng, model, deterministic):
   """Replaced token detection counted at the masked positions only (Table 5's
   'ELECTRA 15%')."""
-  logits = _apply(params, model, model.discriminator_logits, rng, c.corrupted,
-                  batch['token_type_ids'], batch['attention_mask'], deterministic)
+  logits = _apply(
+    params,
+    model,
+    model.discriminator_logits,
+    rng,
+    c.corrupted,
+    batch['token_type_ids'],
+    batch['attention_mask'],
+    deterministic,
+  )
   weights = masked_position_weights(c.masked, c.corrupted.shape[1])
   loss, metrics = discriminator_loss(logits, c.is_replaced, weights)
   return loss, metrics, logits
@@ -335,10 +397,20 @@ def main_mlm_prefix(name: str) -> str:
 
 def _masked_lm(prefix):
   def masked_lm(params, batch, c, rng, model, deterministic):
-    logits = _apply(params, model, model.mlm_logits, rng, c.corrupted, batch['token_type_ids'],
-                    batch['attention_mask'], c.masked.positions, deterministic)
+    logits = _apply(
+      params,
+      model,
+      model.mlm_logits,
+      rng,
+      c.corrupted,
+      batch['token_type_ids'],
+      batch['attention_mask'],
+      c.masked.positions,
+      deterministic,
+    )
     loss, metrics = mlm_loss(logits, c.masked, prefix)
     return loss, metrics, logits
+
   return masked_lm
 
 
@@ -351,9 +423,16 @@ _replace_mlm = _masked_lm(main_mlm_prefix('replace_mlm'))
 def _all_tokens_mlm(params, batch, c, rng, model, deterministic):
   """All-Tokens MLM: predicts every token's identity from the corrupted text, through
   the copy mechanism (copy_mixture_log_probs)."""
-  mlm_logits, copy_logits = _apply(params, model, model.copy_mlm_logits, rng, c.corrupted,
-                                   batch['token_type_ids'], batch['attention_mask'],
-                                   deterministic)
+  mlm_logits, copy_logits = _apply(
+    params,
+    model,
+    model.copy_mlm_logits,
+    rng,
+    c.corrupted,
+    batch['token_type_ids'],
+    batch['attention_mask'],
+    deterministic,
+  )
   log_probs = copy_mixture_log_probs(mlm_logits, copy_logits, c.corrupted)
   nll = -jnp.take_along_axis(log_probs, batch['input_ids'][..., None], axis=-1)[..., 0]
   weights = (batch['attention_mask'] > 0).astype(jnp.float32)
@@ -365,8 +444,13 @@ def _all_tokens_mlm(params, batch, c, rng, model, deterministic):
   return loss, {**metrics, 'all_tokens_loss': loss, 'copy_probability': copy_probability}, at_masked
 
 
-_MAIN_PASSES = {'electra': _electra, 'electra_15': _electra_15, 'mlm': _mlm,
-                'replace_mlm': _replace_mlm, 'all_tokens_mlm': _all_tokens_mlm}
+_MAIN_PASSES = {
+  'electra': _electra,
+  'electra_15': _electra_15,
+  'mlm': _mlm,
+  'replace_mlm': _replace_mlm,
+  'all_tokens_mlm': _all_tokens_mlm,
+}
 
 
 def _generator_metrics(c: Corruption, gen_metrics: Metrics) -> Metrics:
@@ -375,22 +459,37 @@ def _generator_metrics(c: Corruption, gen_metrics: Metrics) -> Metrics:
   return {**gen_metrics, 'sampled_accuracy': sampled_accuracy(c.sampled, c.masked)}
 
 
-def pretraining_outputs(params: Any, batch: Batch, rng: Array, *,
-                        model: ElectraPretrainingModel, obj: Settings,
-                        deterministic: bool = False) -> PretrainingOutputs:
+def pretraining_outputs(
+  params: Any,
+  batch: Batch,
+  rng: Array,
+  *,
+  model: ElectraPretrainingModel,
+  obj: Settings,
+  deterministic: bool = False,
+) -> PretrainingOutputs:
   """Masks, generates, samples and corrupts, then runs the full-size network."""
   mask_rng, gen_rng, sample_rng, main_rng = jax.random.split(rng, 4)
   masked = _mask(mask_rng, batch, obj)
-  gen_logits = (_generator_logits(params, batch, masked, gen_rng, model, deterministic)
-                if obj.generator_network else None)
+  gen_logits = (
+    _generator_logits(params, batch, masked, gen_rng, model, deterministic)
+    if obj.generator_network
+    else None
+  )
   c = sample_and_corrupt(sample_rng, batch, masked, gen_logits, obj)
   _, _, main_logits = _MAIN_PASSES[obj.name](params, batch, c, main_rng, model, deterministic)
   return PretrainingOutputs(c, main_logits)
 
 
-def pretraining_losses(params: Any, batch: Batch, rng: Array, *,
-                       model: ElectraPretrainingModel, obj: Settings,
-                       deterministic: bool = False) -> tuple[Array, Array, Metrics]:
+def pretraining_losses(
+  params: Any,
+  batch: Batch,
+  rng: Array,
+  *,
+  model: ElectraPretrainingModel,
+  obj: Settings,
+  deterministic: bool = False,
+) -> tuple[Array, Array, Metrics]:
   """(generator MLM loss, or 0 without a generator; the full-size network's loss;
   metrics) of one pass. The objective is gen_weight x the first + main_weight x the
   second."""
@@ -401,20 +500,25 @@ def pretraining_losses(params: Any, batch: Batch, rng: Array, *,
     gen_logits = _generator_logits(params, batch, masked, gen_rng, model, deterministic)
     gen_loss, gen_metrics = mlm_loss(gen_logits, masked)
   c = sample_and_corrupt(sample_rng, batch, masked, gen_logits, obj)
-  main_loss, main_metrics, _ = _MAIN_PASSES[obj.name](params, batch, c, main_rng, model,
-                                                      deterministic)
+  main_loss, main_metrics, _ = _MAIN_PASSES[obj.name](
+    params, batch, c, main_rng, model, deterministic
+  )
   return gen_loss, main_loss, {**_generator_metrics(c, gen_metrics), **main_metrics}
 
 
 def _generator_side(name: str, model: ElectraPretrainingModel) -> bool:
   """Top-level parameters the generator's MLM loss reaches: its own, the shared
   embeddings, and the full-size encoder when that serves as the generator too."""
-  return (name.startswith('generator') or name == 'embeddings'
-          or (model.tie_generator and name == 'discriminator'))
+  return (
+    name.startswith('generator')
+    or name == 'embeddings'
+    or (model.tie_generator and name == 'discriminator')
+  )
 
 
-def pretraining_gradients(params: Any, batch: Batch, rng: Array, *,
-                          model: ElectraPretrainingModel, obj: Settings) -> tuple[Any, Metrics]:
+def pretraining_gradients(
+  params: Any, batch: Batch, rng: Array, *, model: ElectraPretrainingModel, obj: Settings
+) -> tuple[Any, Metrics]:
   """Gradients of gen_weight x generator MLM loss + main_weight x the full-size
   network's loss, and metrics.
 
@@ -437,7 +541,8 @@ def pretraining_gradients(params: Any, batch: Batch, rng: Array, *,
       return obj.gen_weight * loss, (logits, loss, metrics)
 
     (_, (gen_logits, gen_loss, gen_metrics)), gen_grads = jax.value_and_grad(
-        weighted_mlm_loss, has_aux=True)(generator_side)
+      weighted_mlm_loss, has_aux=True
+    )(generator_side)
   c = sample_and_corrupt(sample_rng, batch, masked, gen_logits, obj)
   if obj.generator_network:
     gen_grads, corrupted = jax.lax.optimization_barrier((gen_grads, c.corrupted))
@@ -447,10 +552,15 @@ def pretraining_gradients(params: Any, batch: Batch, rng: Array, *,
     loss, metrics, _ = _MAIN_PASSES[obj.name](trained, batch, c, main_rng, model, False)
     return obj.main_weight * loss, (loss, metrics)
 
-  (_, (main_loss, main_metrics)), grads = jax.value_and_grad(
-      weighted_main_loss, has_aux=True)(params)
-  grads = {k: jax.tree.map(jnp.add, g, gen_grads[k]) if k in gen_grads else g
-           for k, g in grads.items()}
-  metrics = {**_generator_metrics(c, gen_metrics), **main_metrics,
-             'loss': obj.gen_weight * gen_loss + obj.main_weight * main_loss}
+  (_, (main_loss, main_metrics)), grads = jax.value_and_grad(weighted_main_loss, has_aux=True)(
+    params
+  )
+  grads = {
+    k: jax.tree.map(jnp.add, g, gen_grads[k]) if k in gen_grads else g for k, g in grads.items()
+  }
+  metrics = {
+    **_generator_metrics(c, gen_metrics),
+    **main_metrics,
+    'loss': obj.gen_weight * gen_loss + obj.main_weight * main_loss,
+  }
   return grads, metrics

@@ -33,8 +33,9 @@ def learning_rate_schedule(config: ml_collections.ConfigDict) -> optax.Schedule:
   return linear_warmup_decay(config.learning_rate, config.warmup_steps, config.num_train_steps)
 
 
-def layerwise_lr_scales(params: Any, num_layers: int, decay: float, *,
-                        released_off_by_one: bool = False) -> Any:
+def layerwise_lr_scales(
+  params: Any, num_layers: int, decay: float, *, released_off_by_one: bool = False
+) -> Any:
   """Per-parameter learning-rate multipliers for layer-wise decay (ELECTRA, App. A).
 
   Depths count from the input: the embeddings (and embeddings_project) are
@@ -86,7 +87,8 @@ def weight_decay_mask(params: Any) -> Any:
     return not any(part in name for name in names for part in _NO_DECAY_NAMES)
 
   return jax.tree_util.tree_map_with_path(
-      decays, params, is_leaf=lambda x: isinstance(x, nn.meta.AxisMetadata))
+    decays, params, is_leaf=lambda x: isinstance(x, nn.meta.AxisMetadata)
+  )
 
 
 class ScaleByAdamNoBiasCorrectionState(NamedTuple):
@@ -94,14 +96,16 @@ class ScaleByAdamNoBiasCorrectionState(NamedTuple):
   nu: Any
 
 
-def scale_by_adam_without_bias_correction(b1: float, b2: float,
-                                          eps: float) -> optax.GradientTransformation:
+def scale_by_adam_without_bias_correction(
+  b1: float, b2: float, eps: float
+) -> optax.GradientTransformation:
   """Adam as BERT's and ELECTRA's AdamWeightDecayOptimizer: no bias correction."""
 
   def init(params):
     zeros = lambda p: jnp.zeros_like(p, jnp.float32)
-    return ScaleByAdamNoBiasCorrectionState(jax.tree.map(zeros, params),
-                                            jax.tree.map(zeros, params))
+    return ScaleByAdamNoBiasCorrectionState(
+      jax.tree.map(zeros, params), jax.tree.map(zeros, params)
+    )
 
   def update(updates, state, params=None):
     del params
@@ -113,9 +117,12 @@ def scale_by_adam_without_bias_correction(b1: float, b2: float,
   return optax.GradientTransformation(init, update)
 
 
-def create_optimizer(config: ml_collections.ConfigDict, *,
-                     schedule: optax.Schedule | None = None,
-                     lr_scales: Any = None) -> optax.GradientTransformation:
+def create_optimizer(
+  config: ml_collections.ConfigDict,
+  *,
+  schedule: optax.Schedule | None = None,
+  lr_scales: Any = None,
+) -> optax.GradientTransformation:
   """Global-norm clipping, Adam, decoupled weight decay, scheduled learning rate.
 
   `schedule` defaults to the pretraining schedule; `lr_scales` (from
@@ -125,12 +132,11 @@ def create_optimizer(config: ml_collections.ConfigDict, *,
   if config.adam_bias_correction:
     adam = optax.scale_by_adam(config.adam_b1, config.adam_b2, config.adam_eps)
   else:
-    adam = scale_by_adam_without_bias_correction(config.adam_b1, config.adam_b2,
-                                                 config.adam_eps)
+    adam = scale_by_adam_without_bias_correction(config.adam_b1, config.adam_b2, config.adam_eps)
   return optax.chain(
-      optax.clip_by_global_norm(config.max_grad_norm),
-      adam,
-      optax.add_decayed_weights(config.weight_decay, mask=weight_decay_mask),
-      *([scale_by_tree(lr_scales)] if lr_scales is not None else []),
-      optax.scale_by_learning_rate(schedule or learning_rate_schedule(config)),
+    optax.clip_by_global_norm(config.max_grad_norm),
+    adam,
+    optax.add_decayed_weights(config.weight_decay, mask=weight_decay_mask),
+    *([scale_by_tree(lr_scales)] if lr_scales is not None else []),
+    optax.scale_by_learning_rate(schedule or learning_rate_schedule(config)),
   )

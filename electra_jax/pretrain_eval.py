@@ -26,9 +26,13 @@ from electra_jax.objectives import Settings
 Batch = dict[str, np.ndarray]
 
 
-def make_eval_step(model: ElectraPretrainingModel, obj: Settings,
-                   config: ml_collections.ConfigDict, param_shardings: Any,
-                   batch_sharding: NamedSharding) -> Callable:
+def make_eval_step(
+  model: ElectraPretrainingModel,
+  obj: Settings,
+  config: ml_collections.ConfigDict,
+  param_shardings: Any,
+  batch_sharding: NamedSharding,
+) -> Callable:
   """jit(params, batch, index) -> (sums of counts, per-token disc logits, labels, weights).
 
   The sums cover what the objective has: the generator's MLM and samples,
@@ -43,14 +47,17 @@ def make_eval_step(model: ElectraPretrainingModel, obj: Settings,
   def mlm_sums(name, logits, masked):
     nll = optax.softmax_cross_entropy_with_integer_labels(logits, masked.labels)
     correct = objectives.first_argmax(logits) == masked.labels
-    return {f'{name}_nll': jnp.sum(nll * masked.weights),
-            f'{name}_correct': jnp.sum(correct * masked.weights)}
+    return {
+      f'{name}_nll': jnp.sum(nll * masked.weights),
+      f'{name}_correct': jnp.sum(correct * masked.weights),
+    }
 
   def eval_step(params, batch, index):
     rng = jax.random.fold_in(jax.random.key(config.eval.seed), index)
     with nn.logical_axis_rules(rules):
-      out = objectives.pretraining_outputs(params, batch, rng, model=model, obj=obj,
-                                           deterministic=True)
+      out = objectives.pretraining_outputs(
+        params, batch, rng, model=model, obj=obj, deterministic=True
+      )
     c = out.corruption
     tokens = (batch['attention_mask'] > 0).astype(jnp.float32)
     sums = {'masked': jnp.sum(c.masked.weights), 'tokens': jnp.sum(tokens)}
@@ -64,17 +71,20 @@ def make_eval_step(model: ElectraPretrainingModel, obj: Settings,
     labels = c.is_replaced.astype(jnp.float32)
     flagged = (out.main_logits > 0).astype(jnp.float32) * tokens
     bce = optax.sigmoid_binary_cross_entropy(out.main_logits, labels)
-    sums.update({
+    sums.update(
+      {
         'disc_bce': jnp.sum(bce * tokens),
         'disc_correct': jnp.sum((flagged == labels * tokens) * tokens),
         'flagged': jnp.sum(flagged),
         'replaced': jnp.sum(labels * tokens),
         'true_positives': jnp.sum(flagged * labels),
-    })
+      }
+    )
     return sums, out.main_logits, labels, tokens
 
-  return jax.jit(eval_step, in_shardings=(param_shardings, batch_sharding, replicated),
-                 out_shardings=replicated)
+  return jax.jit(
+    eval_step, in_shardings=(param_shardings, batch_sharding, replicated), out_shardings=replicated
+  )
 
 
 def summarize(sums: dict[str, float], logits: np.ndarray, labels: np.ndarray) -> dict[str, float]:
@@ -89,19 +99,26 @@ def summarize(sums: dict[str, float], logits: np.ndarray, labels: np.ndarray) ->
   if 'sampled_correct' in sums:
     results['sampled_accuracy'] = ratio('sampled_correct', 'masked')
   if 'disc_bce' in sums:
-    results.update({
+    results.update(
+      {
         'disc_loss': ratio('disc_bce', 'tokens'),
         'disc_accuracy': ratio('disc_correct', 'tokens'),
         'disc_precision': ratio('true_positives', 'flagged'),
         'disc_recall': ratio('true_positives', 'replaced'),
         'replaced_fraction': ratio('replaced', 'tokens'),
         'disc_auc': scores.roc_auc(labels, logits),
-    })
+      }
+    )
   return {**results, 'tokens': float(sums['tokens'])}
 
 
-def evaluate(eval_step: Callable, params: Any, batches: Iterator[Batch], num_batches: int,
-             batch_sharding: NamedSharding) -> dict[str, float]:
+def evaluate(
+  eval_step: Callable,
+  params: Any,
+  batches: Iterator[Batch],
+  num_batches: int,
+  batch_sharding: NamedSharding,
+) -> dict[str, float]:
   """Runs up to `num_batches` batches (fewer if the data ends) and pools the metrics."""
   totals: dict[str, float] = {}
   all_logits, all_labels = [], []
@@ -110,16 +127,19 @@ def evaluate(eval_step: Callable, params: Any, batches: Iterator[Batch], num_bat
       host_batch = next(batches)
     except StopIteration:
       break
-    sums, logits, labels, tokens = jax.device_get(eval_step(
-        params, sharding.make_global_batch(host_batch, batch_sharding), np.int32(index)))
+    sums, logits, labels, tokens = jax.device_get(
+      eval_step(params, sharding.make_global_batch(host_batch, batch_sharding), np.int32(index))
+    )
     for key, value in sums.items():
       totals[key] = totals.get(key, 0.0) + float(value)
     keep = tokens > 0
     all_logits.append(logits[keep])
     all_labels.append(labels[keep])
   if not totals:
-    raise config_lib.ConfigError('config.eval.batch_size: the held-out data holds fewer '
-                                 'examples than one batch; lower it or hold out more text')
+    raise config_lib.ConfigError(
+      'config.eval.batch_size: the held-out data holds fewer '
+      'examples than one batch; lower it or hold out more text'
+    )
   return summarize(totals, np.concatenate(all_logits), np.concatenate(all_labels))
 
 
@@ -130,32 +150,47 @@ class HeldOut:
   are used on every call.
   """
 
-  def __init__(self, config: ml_collections.ConfigDict, directory: str,
-               model: ElectraPretrainingModel, param_shardings: Any,
-               batch_sharding: NamedSharding, *, tokenizer_sha256: str,
-               num_batches: int | None = None):
+  def __init__(
+    self,
+    config: ml_collections.ConfigDict,
+    directory: str,
+    model: ElectraPretrainingModel,
+    param_shardings: Any,
+    batch_sharding: NamedSharding,
+    *,
+    tokenizer_sha256: str,
+    num_batches: int | None = None,
+  ):
     self._config = config
     self.data = shards.PreparedData.load(directory)
     pipeline.check_compatible(self.data, config)
     if self.data.metadata['tokenizer']['sha256'] != tokenizer_sha256:
       raise config_lib.ConfigError(
-          f'config.eval.prepared_dir: {directory} was tokenized with '
-          f'{self.data.metadata["tokenizer"]["file"]}, not the model\'s tokenizer; prepare the '
-          'held-out text with the same --vocab or --spm_model')
+        f'config.eval.prepared_dir: {directory} was tokenized with '
+        f"{self.data.metadata['tokenizer']['file']}, not the model's tokenizer; prepare the "
+        'held-out text with the same --vocab or --spm_model'
+      )
     self.batch_size = config.eval.batch_size or config.batch_size
     ways = sharding.batch_ways(batch_sharding.mesh, config.mesh.logical_axis_rules)
     if self.batch_size % ways:
-      raise config_lib.ConfigError(f'config.eval.batch_size: {self.batch_size} does not split '
-                                   f'over the {ways} data x fsdp devices')
+      raise config_lib.ConfigError(
+        f'config.eval.batch_size: {self.batch_size} does not split '
+        f'over the {ways} data x fsdp devices'
+      )
     self.num_batches = num_batches or config.eval.num_batches
     self._batch_sharding = batch_sharding
     obj = Settings.from_config(config, self.data.special_ids)
     self._step = make_eval_step(model, obj, config, param_shardings, batch_sharding)
 
   def run(self, params: Any) -> dict[str, float]:
-    batches = pipeline.train_iterator(self.data, self._config, process_index=jax.process_index(),
-                                      process_count=jax.process_count(), num_epochs=1,
-                                      batch_size=self.batch_size)
+    batches = pipeline.train_iterator(
+      self.data,
+      self._config,
+      process_index=jax.process_index(),
+      process_count=jax.process_count(),
+      num_epochs=1,
+      batch_size=self.batch_size,
+    )
     try:
       return evaluate(self._step, params, batches, self.num_batches, self._batch_sharding)
     finally:

@@ -53,15 +53,20 @@ class Pretrained:
     """The pretraining networks over `params`: those its objective trained."""
     has_generator = 'generator_head' in self.params
     return ElectraPretrainingModel(
-        self.generator_cfg if has_generator else None, self.discriminator_cfg,
-        self.embedding_sharing, main_head=objectives.main_head(self.objective),
-        tie_generator=has_generator and 'generator' not in self.params)
+      self.generator_cfg if has_generator else None,
+      self.discriminator_cfg,
+      self.embedding_sharing,
+      main_head=objectives.main_head(self.objective),
+      tie_generator=has_generator and 'generator' not in self.params,
+    )
 
   def discriminator_params(self) -> dict[str, Any]:
     """{'embeddings', 'discriminator'}: what a fine-tuned classifier starts from (GDES's
     residual folded into the embeddings)."""
-    return {'embeddings': fold_embeddings(self.params, 'discriminator'),
-            'discriminator': self.params['discriminator']}
+    return {
+      'embeddings': fold_embeddings(self.params, 'discriminator'),
+      'discriminator': self.params['discriminator'],
+    }
 
 
 def is_workdir(path: str) -> bool:
@@ -76,8 +81,10 @@ def load(path: str, **runtime: Any) -> Pretrained:
     return _load_workdir(path, runtime)
   if os.path.exists(os.path.join(path, 'config.json')):
     return _load_hf(path, runtime)
-  raise errors.UserError(f'{path}: neither a pretraining workdir (no checkpoints/) nor an HF '
-                         'model directory (no config.json)')
+  raise errors.UserError(
+    f'{path}: neither a pretraining workdir (no checkpoints/) nor an HF '
+    'model directory (no config.json)'
+  )
 
 
 def _load_workdir(workdir: str, runtime: dict[str, Any]) -> Pretrained:
@@ -86,15 +93,15 @@ def _load_workdir(workdir: str, runtime: dict[str, Any]) -> Pretrained:
   discriminator = dataclasses.replace(config_lib.discriminator_config(config), **runtime)
   generator = dataclasses.replace(config_lib.generator_config(config), **runtime)
   params = jax.tree.map(np.asarray, params)
-  return Pretrained(workdir, discriminator, generator, params,
-                    _workdir_tokenizer(workdir, meta), step, config)
+  return Pretrained(
+    workdir, discriminator, generator, params, _workdir_tokenizer(workdir, meta), step, config
+  )
 
 
 def _workdir_tokenizer(workdir: str, meta: dict[str, Any]) -> tokenizers.Tokenizer:
   """The copy in WORKDIR/tokenizer, else the prepared data's own."""
   spec = meta['tokenizer']
-  for directory in (epath.Path(workdir) / 'tokenizer',
-                    epath.Path(meta['data_dir']) / 'tokenizer'):
+  for directory in (epath.Path(workdir) / 'tokenizer', epath.Path(meta['data_dir']) / 'tokenizer'):
     if (directory / spec['file']).exists():
       if '://' in str(directory):  # Tokenizer libraries read local files.
         local = tempfile.mkdtemp(prefix='electra_jax_tokenizer_')
@@ -102,8 +109,9 @@ def _workdir_tokenizer(workdir: str, meta: dict[str, Any]) -> tokenizers.Tokeniz
         directory = local
       return tokenizers.load_tokenizer(spec, str(directory))
   raise tokenizers.TokenizerError(
-      f'{workdir}: the tokenizer file {spec["file"]} is in neither {workdir}/tokenizer nor '
-      f'{meta["data_dir"]}/tokenizer; copy it into {workdir}/tokenizer')
+    f'{workdir}: the tokenizer file {spec["file"]} is in neither {workdir}/tokenizer nor '
+    f'{meta["data_dir"]}/tokenizer; copy it into {workdir}/tokenizer'
+  )
 
 
 def _load_hf(directory: str, runtime: dict[str, Any]) -> Pretrained:

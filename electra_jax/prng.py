@@ -68,8 +68,9 @@ def _block_words(key: Array, shape: tuple[int, ...], per_block: int) -> Array:
   # which XLA's partitioner splits along any sharded axis.
   first = 1 if len(blocks) > 1 else 0
   if math.prod(blocks[first:]) > 2**32:
-    raise ValueError(f'a random draw of shape {shape} needs over 2^32 Threefry blocks per '
-                     'index of its first axis')
+    raise ValueError(
+      f'a random draw of shape {shape} needs over 2^32 Threefry blocks per index of its first axis'
+    )
   within = jnp.zeros(blocks, jnp.uint32)
   stride = 1
   for axis in reversed(range(first, len(blocks))):
@@ -84,9 +85,10 @@ def uniform(key: Array, shape: tuple[int, ...]) -> Array:
 
   Two per Threefry block.
   """
-  words = _block_words(key, shape, 2).reshape(*shape[:-1], -1)[..., :shape[-1]]
-  one_to_two = lax.bitcast_convert_type((words >> jnp.uint32(9)) | jnp.uint32(0x3F800000),
-                                        jnp.float32)
+  words = _block_words(key, shape, 2).reshape(*shape[:-1], -1)[..., : shape[-1]]
+  one_to_two = lax.bitcast_convert_type(
+    (words >> jnp.uint32(9)) | jnp.uint32(0x3F800000), jnp.float32
+  )
   return one_to_two - 1.0
 
 
@@ -104,7 +106,7 @@ def dropout_threshold(rate: float) -> int:
 def _keep_mask(key: Array, shape: tuple[int, ...], threshold: int) -> Array:
   words = _block_words(key, shape, 4)
   halves = jnp.stack([words & jnp.uint32(0xFFFF), words >> jnp.uint32(16)], axis=-1)
-  return halves.reshape(*shape[:-1], -1)[..., :shape[-1]] >= jnp.uint32(threshold)
+  return halves.reshape(*shape[:-1], -1)[..., : shape[-1]] >= jnp.uint32(threshold)
 
 
 def _keep_and_scale(x: Array, keep: Array, threshold: int) -> Array:

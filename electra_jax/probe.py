@@ -15,15 +15,17 @@ from absl import flags
 from electra_jax import cli
 from electra_jax.finetune import glue, ridge_probes, task_flags
 
-_FLAGS = task_flags.define_task_flags('configs/finetune.py[:small|base|large]: its data settings '
-                               'and random_init.')
+_FLAGS = task_flags.define_task_flags(
+  'configs/finetune.py[:small|base|large]: its data settings and random_init.'
+)
 _OUTPUT = flags.DEFINE_string('output', None, 'Also write the results to this JSON file.')
 
 
 def main(argv: list[str]) -> None:
   del argv  # cli.run refuses words that are not flags.
-  results = ridge_probes.probe(_FLAGS.config.value, _FLAGS.task.value, _FLAGS.glue_dir.value,
-                        _FLAGS.init.value)
+  results = ridge_probes.probe(
+    _FLAGS.config.value, _FLAGS.task.value, _FLAGS.glue_dir.value, _FLAGS.init.value
+  )
   if _OUTPUT.value:
     with open(_OUTPUT.value, 'w') as f:
       json.dump(results, f, indent=1)
@@ -32,8 +34,10 @@ def main(argv: list[str]) -> None:
   split, metric = task.dev_splits[0], task.metrics[0]  # The task's main figure.
   best = max(results['probes'], key=lambda r: r['dev'][split][metric])
   layer = 'embeddings' if best['layer'] == 0 else f'layer {best["layer"]}'
-  print(f'{task.name} best probe: {layer}, {best["pooling"]} pooling, '
-        f'{split} {metric}={best["dev"][split][metric]:.4f}')
+  print(
+    f'{task.name} best probe: {layer}, {best["pooling"]} pooling, '
+    f'{split} {metric}={best["dev"][split][metric]:.4f}'
+  )
 
 
 if __name__ == '__main__':

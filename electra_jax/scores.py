@@ -16,8 +16,12 @@ def accuracy(labels: np.ndarray, predictions: np.ndarray) -> float:
 def _confusion(labels: np.ndarray, predictions: np.ndarray) -> tuple[float, float, float, float]:
   """(true positives, false positives, false negatives, true negatives); 1 is positive."""
   y, p = np.asarray(labels) == 1, np.asarray(predictions) == 1
-  return (float(np.sum(y & p)), float(np.sum(~y & p)), float(np.sum(y & ~p)),
-          float(np.sum(~y & ~p)))
+  return (
+    float(np.sum(y & p)),
+    float(np.sum(~y & p)),
+    float(np.sum(y & ~p)),
+    float(np.sum(~y & ~p)),
+  )
 
 
 def f1(labels: np.ndarray, predictions: np.ndarray) -> float:

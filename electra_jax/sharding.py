@@ -18,8 +18,9 @@ MESH_AXES = ('data', 'fsdp', 'tensor')
 LogicalRules = Sequence[tuple[str, Any]]
 
 
-def make_mesh(mesh_config: ml_collections.ConfigDict,
-              devices: Sequence[jax.Device] | None = None) -> Mesh:
+def make_mesh(
+  mesh_config: ml_collections.ConfigDict, devices: Sequence[jax.Device] | None = None
+) -> Mesh:
   """A (data, fsdp, tensor) mesh with Auto axes; one per-slice size may be -1.
 
   With dcn_* sizes above 1, the devices are grouped into slices (TPU
@@ -30,21 +31,26 @@ def make_mesh(mesh_config: ml_collections.ConfigDict,
   devices = list(jax.devices() if devices is None else devices)
   dcn = [mesh_config[f'dcn_{axis}'] for axis in MESH_AXES]
   if len(devices) % math.prod(dcn):
-    raise config_lib.ConfigError(f'config.mesh: dcn sizes {dict(zip(MESH_AXES, dcn))} do not '
-                                 f'divide {len(devices)} devices')
+    raise config_lib.ConfigError(
+      f'config.mesh: dcn sizes {dict(zip(MESH_AXES, dcn))} do not divide {len(devices)} devices'
+    )
   per_slice = len(devices) // math.prod(dcn)
   sizes = [mesh_config[axis] for axis in MESH_AXES]
   known = math.prod(s for s in sizes if s != -1)
   if -1 in sizes:
     if per_slice % known:
-      raise config_lib.ConfigError(f'config.mesh: {dict(zip(MESH_AXES, sizes))} cannot fill '
-                                   f'{per_slice} devices per slice; the fixed axes must divide '
-                                   'that count')
+      raise config_lib.ConfigError(
+        f'config.mesh: {dict(zip(MESH_AXES, sizes))} cannot fill '
+        f'{per_slice} devices per slice; the fixed axes must divide '
+        'that count'
+      )
     sizes[sizes.index(-1)] = per_slice // known
   if math.prod(sizes) != per_slice:
-    raise config_lib.ConfigError(f'config.mesh: {dict(zip(MESH_AXES, sizes))} needs '
-                                 f'{math.prod(sizes)} devices per slice but {per_slice} are '
-                                 'available; set one axis to -1')
+    raise config_lib.ConfigError(
+      f'config.mesh: {dict(zip(MESH_AXES, sizes))} needs '
+      f'{math.prod(sizes)} devices per slice but {per_slice} are '
+      'available; set one axis to -1'
+    )
   axis_types = (AxisType.Auto,) * len(MESH_AXES)
   if math.prod(dcn) == 1:
     return jax.make_mesh(tuple(sizes), MESH_AXES, axis_types=axis_types, devices=devices)
@@ -90,21 +96,27 @@ def logical_to_shardings(boxed_tree: Any, mesh: Mesh, rules: LogicalRules) -> An
   logical = nn.get_partition_spec(boxed_tree)
   mesh_specs = nn.logical_to_mesh(logical, rules)
   is_box = lambda x: isinstance(x, nn.meta.AxisMetadata)
-  shapes = jax.tree.map(lambda x: x.unbox(apply_constraint=False) if is_box(x) else x,
-                        boxed_tree, is_leaf=is_box)
+  shapes = jax.tree.map(
+    lambda x: x.unbox(apply_constraint=False) if is_box(x) else x, boxed_tree, is_leaf=is_box
+  )
   return jax.tree.map(
-      lambda spec, leaf: NamedSharding(mesh, _divisible(spec, leaf.shape, mesh)),
-      mesh_specs, shapes, is_leaf=lambda x: isinstance(x, PartitionSpec))
+    lambda spec, leaf: NamedSharding(mesh, _divisible(spec, leaf.shape, mesh)),
+    mesh_specs,
+    shapes,
+    is_leaf=lambda x: isinstance(x, PartitionSpec),
+  )
 
 
-def make_global_batch(local_batch: Mapping[str, np.ndarray],
-                      sharding: NamedSharding) -> dict[str, jax.Array]:
+def make_global_batch(
+  local_batch: Mapping[str, np.ndarray], sharding: NamedSharding
+) -> dict[str, jax.Array]:
   """Assembles each process's rows into one global array sharded on the batch."""
-  return {name: jax.make_array_from_process_local_data(sharding, value)
-          for name, value in local_batch.items()}
+  return {
+    name: jax.make_array_from_process_local_data(sharding, value)
+    for name, value in local_batch.items()
+  }
 
 
 def abstract(tree: Any) -> Any:
   """The shapes, dtypes and shardings of a tree of arrays, e.g. to restore into."""
-  return jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding),
-                      tree)
+  return jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding), tree)

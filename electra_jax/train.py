@@ -53,30 +53,39 @@ def build_model(config: ml_collections.ConfigDict) -> ElectraPretrainingModel:
   """The networks that config.objective trains."""
   tied = config.model.tie_generator_to_discriminator
   return ElectraPretrainingModel(
-      generator_cfg=(config_lib.generator_config(config)
-                     if objectives.has_generator_network(config) else None),
-      discriminator_cfg=config_lib.discriminator_config(config),
-      embedding_sharing=config.model.embedding_sharing,
-      main_head=objectives.main_head(config.objective.name), tie_generator=tied)
+    generator_cfg=(
+      config_lib.generator_config(config) if objectives.has_generator_network(config) else None
+    ),
+    discriminator_cfg=config_lib.discriminator_config(config),
+    embedding_sharing=config.model.embedding_sharing,
+    main_head=objectives.main_head(config.objective.name),
+    tie_generator=tied,
+  )
 
 
-def _init_params(rng: jax.Array, model: ElectraPretrainingModel,
-                 config: ml_collections.ConfigDict) -> Any:
+def _init_params(
+  rng: jax.Array, model: ElectraPretrainingModel, config: ml_collections.ConfigDict
+) -> Any:
   """Initial parameters, still boxed with logical axis names."""
   ids = jnp.zeros((1, config.max_seq_length), jnp.int32)
   positions = jnp.zeros((1, config_lib.max_predictions_per_seq(config)), jnp.int32)
   return model.init({'params': rng}, ids, ids, jnp.ones_like(ids), positions)['params']
 
 
-def _init_state(rng: jax.Array, model: ElectraPretrainingModel,
-                tx: optax.GradientTransformation, config: ml_collections.ConfigDict) -> TrainState:
+def _init_state(
+  rng: jax.Array,
+  model: ElectraPretrainingModel,
+  tx: optax.GradientTransformation,
+  config: ml_collections.ConfigDict,
+) -> TrainState:
   """The initial state, its parameters still boxed with logical axis names."""
   params = _init_params(rng, model, config)
   return TrainState(step=jnp.zeros((), jnp.int32), params=params, opt_state=tx.init(params))
 
 
-def param_shardings(config: ml_collections.ConfigDict, model: ElectraPretrainingModel,
-                    mesh: jax.sharding.Mesh) -> Any:
+def param_shardings(
+  config: ml_collections.ConfigDict, model: ElectraPretrainingModel, mesh: jax.sharding.Mesh
+) -> Any:
   """The parameters' NamedShardings under the config's logical-axis rules."""
   rules = config.mesh.logical_axis_rules
   init = functools.partial(_init_params, model=model, config=config)
@@ -84,9 +93,12 @@ def param_shardings(config: ml_collections.ConfigDict, model: ElectraPretraining
     return sharding.logical_to_shardings(jax.eval_shape(init, jax.random.key(0)), mesh, rules)
 
 
-def create_train_state(config: ml_collections.ConfigDict, model: ElectraPretrainingModel,
-                       tx: optax.GradientTransformation,
-                       mesh: jax.sharding.Mesh) -> tuple[TrainState, Any]:
+def create_train_state(
+  config: ml_collections.ConfigDict,
+  model: ElectraPretrainingModel,
+  tx: optax.GradientTransformation,
+  mesh: jax.sharding.Mesh,
+) -> tuple[TrainState, Any]:
   """Initialises the state directly into its shardings.
 
   eval_shape gives the logical axes of every leaf without allocating; the
@@ -102,9 +114,12 @@ def create_train_state(config: ml_collections.ConfigDict, model: ElectraPretrain
   return state, shardings
 
 
-def abstract_train_state(config: ml_collections.ConfigDict, model: ElectraPretrainingModel,
-                         tx: optax.GradientTransformation,
-                         mesh: jax.sharding.Mesh) -> tuple[Any, Any]:
+def abstract_train_state(
+  config: ml_collections.ConfigDict,
+  model: ElectraPretrainingModel,
+  tx: optax.GradientTransformation,
+  mesh: jax.sharding.Mesh,
+) -> tuple[Any, Any]:
   """(the state as ShapeDtypeStructs carrying their shardings, the shardings),
   allocating nothing: enough to compile for devices this process cannot run."""
   rules = config.mesh.logical_axis_rules
@@ -113,24 +128,28 @@ def abstract_train_state(config: ml_collections.ConfigDict, model: ElectraPretra
     # The key is made inside eval_shape too: nothing touches a device.
     boxed = jax.eval_shape(lambda: init(jax.random.key(config.seed)))
   shardings = sharding.logical_to_shardings(boxed, mesh, rules)
-  abstract = jax.tree.map(lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s),
-                          nn.meta.unbox(boxed), shardings)
+  abstract = jax.tree.map(
+    lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s), nn.meta.unbox(boxed), shardings
+  )
   return abstract, shardings
 
 
 def parameter_counts(params: Any) -> dict[str, int]:
   """Parameter counts per top-level module (embeddings, generator, ...)."""
-  return {name: sum(int(np.prod(x.shape)) for x in jax.tree.leaves(sub))
-          for name, sub in params.items()}
+  return {
+    name: sum(int(np.prod(x.shape)) for x in jax.tree.leaves(sub)) for name, sub in params.items()
+  }
 
 
 # --- Train step ----------------------------------------------------------------
 
 
-def make_train_step(config: ml_collections.ConfigDict, model: ElectraPretrainingModel,
-                    tx: optax.GradientTransformation,
-                    obj: objectives.Settings) -> Callable[[TrainState, Batch],
-                                                    tuple[TrainState, Metrics]]:
+def make_train_step(
+  config: ml_collections.ConfigDict,
+  model: ElectraPretrainingModel,
+  tx: optax.GradientTransformation,
+  obj: objectives.Settings,
+) -> Callable[[TrainState, Batch], tuple[TrainState, Metrics]]:
   """The whole replaced-token-detection update as one function of (state, batch)."""
   schedule = optim.learning_rate_schedule(config)
   rules = config.mesh.logical_axis_rules
@@ -140,8 +159,9 @@ def make_train_step(config: ml_collections.ConfigDict, model: ElectraPretraining
     # resumed run repeats the uninterrupted one exactly.
     rng = jax.random.fold_in(jax.random.key(config.seed), state.step)
     with nn.logical_axis_rules(rules):
-      grads, metrics = objectives.pretraining_gradients(state.params, batch, rng, model=model,
-                                                 obj=obj)
+      grads, metrics = objectives.pretraining_gradients(
+        state.params, batch, rng, model=model, obj=obj
+      )
     grad_norm = optax.tree.norm(grads)
     updates, opt_state = tx.update(grads, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
@@ -153,46 +173,70 @@ def make_train_step(config: ml_collections.ConfigDict, model: ElectraPretraining
     metrics['learning_rate'] = schedule(state.step)
     metrics['nonfinite_loss'] = (~jnp.isfinite(metrics['loss'])).astype(jnp.float32)
     metrics['nonfinite_grads'] = (~jnp.isfinite(grad_norm)).astype(jnp.float32)
-    return TrainState(step=state.step + 1, params=keep_if_finite(params, state.params),
-                      opt_state=keep_if_finite(opt_state, state.opt_state)), metrics
+    return TrainState(
+      step=state.step + 1,
+      params=keep_if_finite(params, state.params),
+      opt_state=keep_if_finite(opt_state, state.opt_state),
+    ), metrics
 
   return train_step
 
 
-def lower_train_step(train_step: Callable, state: TrainState, state_shardings: Any,
-                     batch_sharding: NamedSharding, config: ml_collections.ConfigDict):
+def lower_train_step(
+  train_step: Callable,
+  state: TrainState,
+  state_shardings: Any,
+  batch_sharding: NamedSharding,
+  config: ml_collections.ConfigDict,
+):
   """jit with explicit shardings and a donated state, lowered for the config's batch."""
   replicated = NamedSharding(batch_sharding.mesh, PartitionSpec())
-  jitted = jax.jit(train_step, in_shardings=(state_shardings, batch_sharding),
-                   out_shardings=(state_shardings, replicated), donate_argnums=(0,))
-  batch_shape = jax.ShapeDtypeStruct((config.batch_size, config.max_seq_length), jnp.int32,
-                                     sharding=batch_sharding)
+  jitted = jax.jit(
+    train_step,
+    in_shardings=(state_shardings, batch_sharding),
+    out_shardings=(state_shardings, replicated),
+    donate_argnums=(0,),
+  )
+  batch_shape = jax.ShapeDtypeStruct(
+    (config.batch_size, config.max_seq_length), jnp.int32, sharding=batch_sharding
+  )
   abstract_batch = {k: batch_shape for k in ('input_ids', 'attention_mask', 'token_type_ids')}
   return jitted.lower(state, abstract_batch)
 
 
-def compile_train_step(train_step: Callable, state: TrainState, state_shardings: Any,
-                       batch_sharding: NamedSharding, config: ml_collections.ConfigDict):
+def compile_train_step(
+  train_step: Callable,
+  state: TrainState,
+  state_shardings: Any,
+  batch_sharding: NamedSharding,
+  config: ml_collections.ConfigDict,
+):
   """lower_train_step, compiled ahead of time."""
   return lower_train_step(train_step, state, state_shardings, batch_sharding, config).compile()
 
 
-def lower_abstract_train_step(config: ml_collections.ConfigDict, mesh: jax.sharding.Mesh,
-                              special: tokenizers.SpecialIds) -> tuple[jax.stages.Lowered, Any]:
+def lower_abstract_train_step(
+  config: ml_collections.ConfigDict, mesh: jax.sharding.Mesh, special: tokenizers.SpecialIds
+) -> tuple[jax.stages.Lowered, Any]:
   """(the train step lowered for `mesh`, the abstract state it takes), under `mesh`,
   allocating nothing: for compiling to devices this process cannot run, or reading
   the program."""
   model, tx = build_model(config), optim.create_optimizer(config)
   abstract, shardings = abstract_train_state(config, model, tx, mesh)
   train_step = make_train_step(config, model, tx, objectives.Settings.from_config(config, special))
-  lowered = lower_train_step(train_step, abstract, shardings,
-                             sharding.batch_sharding(mesh, config.mesh.logical_axis_rules), config)
+  lowered = lower_train_step(
+    train_step,
+    abstract,
+    shardings,
+    sharding.batch_sharding(mesh, config.mesh.logical_axis_rules),
+    config,
+  )
   return lowered, abstract
 
 
-def setup_train_step(config: ml_collections.ConfigDict, mesh: jax.sharding.Mesh,
-                     special: tokenizers.SpecialIds
-                     ) -> tuple[TrainState, Any, NamedSharding, float]:
+def setup_train_step(
+  config: ml_collections.ConfigDict, mesh: jax.sharding.Mesh, special: tokenizers.SpecialIds
+) -> tuple[TrainState, Any, NamedSharding, float]:
   """Model, optimizer, sharded initial state and the compiled step, under `mesh`.
 
   Returns (state, compiled train step, batch sharding, compile seconds).
@@ -207,30 +251,35 @@ def setup_train_step(config: ml_collections.ConfigDict, mesh: jax.sharding.Mesh,
   return state, step, batch_sharding, time.perf_counter() - start
 
 
-def _resume_check(workdir: str, config: ml_collections.ConfigDict,
-                  data: shards.PreparedData) -> Callable[[int, dict[str, Any]], bool]:
+def _resume_check(
+  workdir: str, config: ml_collections.ConfigDict, data: shards.PreparedData
+) -> Callable[[int, dict[str, Any]], bool]:
   """Refuses a checkpoint from a config with other architecture keys or tokenizer,
   unless allowed; says whether the model matches."""
 
   def check(step: int, meta: dict[str, Any]) -> bool:
     differences = checkpointing.config_differences(meta['config'], config)
     if meta['tokenizer'].get('sha256') != data.metadata['tokenizer']['sha256']:
-      differences['tokenizer'] = (meta['tokenizer'].get('file'),
-                                  data.metadata['tokenizer']['file'])
+      differences['tokenizer'] = (meta['tokenizer'].get('file'), data.metadata['tokenizer']['file'])
     if 'objective.name' in differences:
       saved, now = differences['objective.name']
       raise config_lib.ConfigError(
-          f'objective.name: {workdir} holds step {step} of objective {saved!r}, which this '
-          f'run of objective {now!r} cannot continue (their networks differ); use a new '
-          'workdir')
-    blocking = {k: v for k, v in differences.items()
-                if k in checkpointing.ARCHITECTURE_KEYS or k == 'tokenizer'}
+        f'objective.name: {workdir} holds step {step} of objective {saved!r}, which this '
+        f'run of objective {now!r} cannot continue (their networks differ); use a new '
+        'workdir'
+      )
+    blocking = {
+      k: v
+      for k, v in differences.items()
+      if k in checkpointing.ARCHITECTURE_KEYS or k == 'tokenizer'
+    }
     listed = lambda d: '; '.join(f'{k}: {a!r} -> {b!r}' for k, (a, b) in d.items())
     if blocking and not config.checkpoint.allow_config_change:
       raise config_lib.ConfigError(
-          f'checkpoint.allow_config_change: {workdir} holds step {step} of a different model '
-          f'({listed(blocking)}); use a new workdir, or pass '
-          '--config.checkpoint.allow_config_change=true to resume anyway')
+        f'checkpoint.allow_config_change: {workdir} holds step {step} of a different model '
+        f'({listed(blocking)}); use a new workdir, or pass '
+        '--config.checkpoint.allow_config_change=true to resume anyway'
+      )
     if differences:
       logging.warning('Resuming step %d under a changed config: %s', step, listed(differences))
     return not blocking
@@ -254,22 +303,42 @@ def _record_config(config: ml_collections.ConfigDict, workdir: str) -> None:
   if jax.process_index() == 0:
     path.write_text(config.to_json_best_effort(indent=2, sort_keys=True) + '\n')
   m = config.model
-  logging.info('Config: objective %s; %d layers of width %d; batch %d x %d; %s steps at '
-               'learning rate %g; all of it in %s', config.objective.name, m.num_layers,
-               m.hidden_size, config.batch_size, config.max_seq_length,
-               f'{config.num_train_steps:,}', config.learning_rate, path)
+  logging.info(
+    'Config: objective %s; %d layers of width %d; batch %d x %d; %s steps at '
+    'learning rate %g; all of it in %s',
+    config.objective.name,
+    m.num_layers,
+    m.hidden_size,
+    config.batch_size,
+    config.max_seq_length,
+    f'{config.num_train_steps:,}',
+    config.learning_rate,
+    path,
+  )
   logging.debug('Config:\n%s', config)
 
 
-def _report_end(state: TrainState, first_step: int, seconds: float,
-                last: dict[str, float], checkpoints: epath.Path, preempted: bool) -> None:
+def _report_end(
+  state: TrainState,
+  first_step: int,
+  seconds: float,
+  last: dict[str, float],
+  checkpoints: epath.Path,
+  preempted: bool,
+) -> None:
   """The closing line: steps, time, the last metrics and where the checkpoint is."""
   step = int(state.step)
   figures = ', '.join(f'{k} {last[k]:.4g}' for k in loop.HEADLINE[:-3] if k in last)
-  logging.info('%s at step %s: %s steps in %s%s; the checkpoint is in %s/%d',
-               'Stopped for preemption' if preempted else 'Finished', f'{step:,}',
-               f'{step - first_step:,}', loop.duration(seconds),
-               f' ({figures} over the last log window)' if figures else '', checkpoints, step)
+  logging.info(
+    '%s at step %s: %s steps in %s%s; the checkpoint is in %s/%d',
+    'Stopped for preemption' if preempted else 'Finished',
+    f'{step:,}',
+    f'{step - first_step:,}',
+    loop.duration(seconds),
+    f' ({figures} over the last log window)' if figures else '',
+    checkpoints,
+    step,
+  )
 
 
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> TrainState:
@@ -286,22 +355,35 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> Train
   batch_ways = sharding.batch_ways(mesh, config.mesh.logical_axis_rules)
   if config.batch_size % batch_ways:
     raise config_lib.ConfigError(
-        f'config.batch_size: {config.batch_size} does not split over the {batch_ways} '
-        'data x fsdp devices; use a multiple of it')
-  logging.info('Mesh %s over %d devices (%s), %d processes', dict(mesh.shape),
-               jax.device_count(), jax.devices()[0].platform, jax.process_count())
+      f'config.batch_size: {config.batch_size} does not split over the {batch_ways} '
+      'data x fsdp devices; use a multiple of it'
+    )
+  logging.info(
+    'Mesh %s over %d devices (%s), %d processes',
+    dict(mesh.shape),
+    jax.device_count(),
+    jax.devices()[0].platform,
+    jax.process_count(),
+  )
   peak, peak_source = flops.peak_flops(list(mesh.devices.flat))
-  logging.info('MFU is model FLOPs over the %s: %.3g TFLOP/s%s', peak_source, peak / 1e12,
-               '' if peak_source.startswith('listed') else
-               ' (measured now, so MFU moves with the load on this machine; '
-               'model_tflops_per_s in TensorBoard does not)')
+  logging.info(
+    'MFU is model FLOPs over the %s: %.3g TFLOP/s%s',
+    peak_source,
+    peak / 1e12,
+    ''
+    if peak_source.startswith('listed')
+    else ' (measured now, so MFU moves with the load on this machine; '
+    'model_tflops_per_s in TensorBoard does not)',
+  )
 
   # --- Input
   data = pipeline.prepared_data(config, workdir)
-  logging.info('Input: %d examples of %d tokens in %s', data.num_examples,
-               data.max_seq_length, data.directory)
-  batches = pipeline.train_iterator(data, config, process_index=jax.process_index(),
-                                    process_count=jax.process_count())
+  logging.info(
+    'Input: %d examples of %d tokens in %s', data.num_examples, data.max_seq_length, data.directory
+  )
+  batches = pipeline.train_iterator(
+    data, config, process_index=jax.process_index(), process_count=jax.process_count()
+  )
   if jax.process_index() == 0:
     _keep_tokenizer(data, workdir)
 
@@ -315,13 +397,16 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> Train
     if config.eval.prepared_dir:
       model = build_model(config)
       held_out = pretrain_eval.HeldOut(
-          config, config.eval.prepared_dir, model, param_shardings(config, model, mesh),
-          sharding.batch_sharding(mesh, config.mesh.logical_axis_rules),
-          tokenizer_sha256=data.metadata['tokenizer']['sha256'])
+        config,
+        config.eval.prepared_dir,
+        model,
+        param_shardings(config, model, mesh),
+        sharding.batch_sharding(mesh, config.mesh.logical_axis_rules),
+        tokenizer_sha256=data.metadata['tokenizer']['sha256'],
+      )
 
     # --- Model, state and train step
-    state, train_step, batch_sharding, compile_s = setup_train_step(config, mesh,
-                                                                    data.special_ids)
+    state, train_step, batch_sharding, compile_s = setup_train_step(config, mesh, data.special_ids)
     logging.info('Parameters: %s', parameter_counts(state.params))
     logging.info('Compiled the train step in %.1f s', compile_s)
 
@@ -330,16 +415,29 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> Train
     if restored is not None:
       state = restored.state
       batches.set_state(restored.data)
-      logging.info('Resumed at step %d from %s in %.1f s; the input continues at %s',
-                   restored.step, manager.directory, restored.seconds, restored.data)
+      logging.info(
+        'Resumed at step %d from %s in %.1f s; the input continues at %s',
+        restored.step,
+        manager.directory,
+        restored.seconds,
+        restored.data,
+      )
     elif config.checkpoint.init_from:
       params, source_step = checkpointing.restore_params(
-          config.checkpoint.init_from, sharding.abstract(state), config.objective.name)
+        config.checkpoint.init_from, sharding.abstract(state), config.objective.name
+      )
       state = state.replace(params=params)
-      logging.info('Initialised the parameters from step %d of %s; the optimizer and the '
-                   'step start afresh', source_step, config.checkpoint.init_from)
-    meta = functools.partial(checkpointing.checkpoint_meta, config,
-                             tokenizer=data.metadata['tokenizer'], data_dir=data.directory)
+      logging.info(
+        'Initialised the parameters from step %d of %s; the optimizer and the step start afresh',
+        source_step,
+        config.checkpoint.init_from,
+      )
+    meta = functools.partial(
+      checkpointing.checkpoint_meta,
+      config,
+      tokenizer=data.metadata['tokenizer'],
+      data_dir=data.directory,
+    )
 
     # --- Loop
     writer = metric_writer.MetricWriter(workdir)
@@ -371,9 +469,15 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> Train
           log.exclude(time.perf_counter() - start)  # Throughput counts training only.
 
         preempted = preemption.reached(done)
-        due = (manager.should_save(done) or done == config.num_train_steps or preempted or
-               (config.checkpoint.every_minutes and
-                time.monotonic() - last_save >= 60 * config.checkpoint.every_minutes))
+        due = (
+          manager.should_save(done)
+          or done == config.num_train_steps
+          or preempted
+          or (
+            config.checkpoint.every_minutes
+            and time.monotonic() - last_save >= 60 * config.checkpoint.every_minutes
+          )
+        )
         if due:
           # Metrics up to this step reach disk before its checkpoint does, so
           # a crash never loses metrics of steps that a resume will not redo.
@@ -381,18 +485,23 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> Train
           # The iterator's position is read now, before the next batch is drawn.
           # The call waits for this step to finish, and for the previous save.
           waited = saver.save(done, state, batches.get_state(), meta(done))
-          logging.info('Saving the checkpoint of step %d in the background (the loop '
-                       'waited %.2f s)', done, waited)
+          logging.info(
+            'Saving the checkpoint of step %d in the background (the loop waited %.2f s)',
+            done,
+            waited,
+          )
           last_save = time.monotonic()
         if preempted:
           saver.wait()
-          logging.warning('Preempted: saved the checkpoint of step %d in %s; exiting', done,
-                          manager.directory)
+          logging.warning(
+            'Preempted: saved the checkpoint of step %d in %s; exiting', done, manager.directory
+          )
           break
       log.write()
       saver.wait()  # The final checkpoint must be on disk before the run reports success.
-      _report_end(state, first_step, time.monotonic() - start, log.last, manager.directory,
-                  preempted)
+      _report_end(
+        state, first_step, time.monotonic() - start, log.last, manager.directory, preempted
+      )
     finally:
       # On an error, a save in flight still completes; the saver logs a failure.
       with contextlib.suppress(checkpointing.CheckpointError):
@@ -402,4 +511,3 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> Train
       batches.close()
       preemption.close()
   return state
-

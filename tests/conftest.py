@@ -49,11 +49,16 @@ def wiki_glob() -> str:
 def tiny_tokenizer(tmp_path_factory):
   """A 2000-piece sentencepiece model trained on one real Wikipedia file."""
   from electra_jax.data import sources, tokenizers
+
   unit = sources.WorkUnit('wiki', str(data_dir() / 'wikipedia' / 'AA' / 'wiki_00'))
   lines = (line for doc in sources.read_documents(unit, sources.ReadOptions()) for line in doc)
   path = tokenizers.train_sentencepiece(
-      lines, str(tmp_path_factory.mktemp('tokenizer') / 'spm'), vocab_size=2000,
-      model_type='unigram', max_sentences=20_000)
+    lines,
+    str(tmp_path_factory.mktemp('tokenizer') / 'spm'),
+    vocab_size=2000,
+    model_type='unigram',
+    max_sentences=20_000,
+  )
   return tokenizers.SentencePieceTokenizer(path)
 
 
@@ -61,6 +66,7 @@ def tiny_tokenizer(tmp_path_factory):
 def real_token_rows(tiny_tokenizer):
   """int32 [64, 64] input ids of real Wikipedia text, packed as for pretraining."""
   from electra_jax.data import packing, sources
+
   unit = sources.WorkUnit('wiki', str(data_dir() / 'wikipedia' / 'AA' / 'wiki_01'))
   builder = packing.ExampleBuilder(64, tiny_tokenizer.special_ids, np.random.default_rng(0))
   rows = []
@@ -76,9 +82,13 @@ def real_token_rows(tiny_tokenizer):
 def prepared_tiny(tmp_path_factory) -> str:
   """Two Wikipedia files with a 2,000-piece sentencepiece model, for the tiny config."""
   from electra_jax.data import shard_writer  # pylint: disable=g-import-not-at-top
+
   options = shard_writer.PrepareOptions(
-      corpus=f'wiki:{data_dir()}/wikipedia/AA/wiki_0[0-1]', max_seq_length=64,
-      spm_vocab_size=2000, spm_sample_sentences=50_000)
+    corpus=f'wiki:{data_dir()}/wikipedia/AA/wiki_0[0-1]',
+    max_seq_length=64,
+    spm_vocab_size=2000,
+    spm_sample_sentences=50_000,
+  )
   directory = str(tmp_path_factory.mktemp('prepared'))
   shard_writer.prepare(options, directory, num_workers=1, progress=False)
   return directory

@@ -24,12 +24,14 @@ def main(mode: str, workdir: str, data: int, fsdp: int) -> None:
   config.seed = 1 if mode == 'save' else 2  # The restore must not re-create the same values.
   mesh = sharding.make_mesh(config.mesh)
   with jax.set_mesh(mesh):
-    state, _ = train.create_train_state(config, train.build_model(config),
-                                        optim.create_optimizer(config), mesh)
+    state, _ = train.create_train_state(
+      config, train.build_model(config), optim.create_optimizer(config), mesh
+    )
     manager = checkpointing.create_manager(workdir, config)
     reference = os.path.join(workdir, 'params.npz')
-    leaves = lambda tree: {jax.tree_util.keystr(p): np.asarray(x)
-                           for p, x in jax.tree_util.tree_leaves_with_path(tree)}
+    leaves = lambda tree: {
+      jax.tree_util.keystr(p): np.asarray(x) for p, x in jax.tree_util.tree_leaves_with_path(tree)
+    }
     if mode == 'save':
       meta = checkpointing.checkpoint_meta(config, 7, {'file': 'spm.model'}, 'none')
       checkpointing.save(manager, 7, state, {'next_index': 7}, meta)
@@ -37,7 +39,8 @@ def main(mode: str, workdir: str, data: int, fsdp: int) -> None:
       np.savez(reference, **leaves(state.params))
     else:
       abstract = jax.tree.map(
-          lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding), state)
+        lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding), state
+      )
       restored = checkpointing.restore_latest(manager, abstract, lambda step, meta: True)
       expected = np.load(reference)
       got = leaves(restored.state.params)
@@ -45,8 +48,10 @@ def main(mode: str, workdir: str, data: int, fsdp: int) -> None:
       for name, value in got.items():
         np.testing.assert_array_equal(value, expected[name], err_msg=name)
       shardings = {str(x.sharding.spec) for x in jax.tree.leaves(restored.state.params)}
-      print(f'restored step {restored.step} onto {dict(mesh.shape)}: '
-            f'{len(got)} parameters equal; specs {sorted(shardings)}; data {restored.data}')
+      print(
+        f'restored step {restored.step} onto {dict(mesh.shape)}: '
+        f'{len(got)} parameters equal; specs {sorted(shardings)}; data {restored.data}'
+      )
     manager.close()
 
 

@@ -14,11 +14,19 @@ from electra_jax import aot
 from tests.conftest import REPO, require
 
 
-@pytest.mark.parametrize('name, chips, topology', [
-    ('v4-8', 4, 'v4:2x2x1'), ('v4-32', 16, 'v4:2x2x4'), ('v5p-64', 32, 'v5p:2x4x4'),
-    ('v5p-1024', 512, 'v5p:8x8x8'), ('v5e-1', 1, 'v5e:1x1'), ('v5e-8', 8, 'v5e:2x4'),
-    ('v5e-32', 32, 'v5e:4x8'), ('v6e-256', 256, 'v6e:16x16'),
-])
+@pytest.mark.parametrize(
+  'name, chips, topology',
+  [
+    ('v4-8', 4, 'v4:2x2x1'),
+    ('v4-32', 16, 'v4:2x2x4'),
+    ('v5p-64', 32, 'v5p:2x4x4'),
+    ('v5p-1024', 512, 'v5p:8x8x8'),
+    ('v5e-1', 1, 'v5e:1x1'),
+    ('v5e-8', 8, 'v5e:2x4'),
+    ('v5e-32', 32, 'v5e:4x8'),
+    ('v6e-256', 256, 'v6e:16x16'),
+  ],
+)
 def test_cloud_slice_names(name, chips, topology):
   tpu = aot.parse_slice(name)
   assert (tpu.chips, tpu.topology) == (chips, topology)
@@ -39,14 +47,23 @@ def _memory_model(fixed: int, per_unit: float, power: float = 1.0, refuse_above:
     probes.append(n)
     memory = fixed + per_unit * n**power
     return None if refuse_above and memory > refuse_above else memory
+
   return measure, probes
 
 
-@pytest.mark.parametrize('fixed, per_unit, power, refuse_above', [
-    (100, 3.0, 1.0, 0), (100, 0.5, 1.0, 0), (600, 60.0, 1.0, 0), (999, 1.0, 1.0, 0),
-    (10, 1.0, 1.3, 0), (10, 200.0, 0.7, 0),
-    (100, 3.0, 1.0, 1000), (10, 1.0, 1.3, 1000),
-])
+@pytest.mark.parametrize(
+  'fixed, per_unit, power, refuse_above',
+  [
+    (100, 3.0, 1.0, 0),
+    (100, 0.5, 1.0, 0),
+    (600, 60.0, 1.0, 0),
+    (999, 1.0, 1.0, 0),
+    (10, 1.0, 1.3, 0),
+    (10, 200.0, 0.7, 0),
+    (100, 3.0, 1.0, 1000),
+    (10, 1.0, 1.3, 1000),
+  ],
+)
 def test_largest_fitting_batch_matches_exhaustive_search(fixed, per_unit, power, refuse_above):
   limit = 1000
   measure, probes = _memory_model(fixed, per_unit, power, refuse_above)
@@ -71,6 +88,7 @@ def test_find_max_batch_counts_a_refused_compile_as_over(monkeypatch):
   # stood in for by its memory plan: 1 GiB per example after 4 GiB of state on a 32
   # GiB chip, refused over 32 GiB quoting 90% of the need as temporaries.
   from configs import tiny
+
   gib = 2**30
 
   batches = []
@@ -79,12 +97,18 @@ def test_find_max_batch_counts_a_refused_compile_as_over(monkeypatch):
     batches.append(config.batch_size)
     need = (4 + config.batch_size) * gib
     if need > 32 * gib:
-      raise aot.DoesNotFit('RESOURCE_EXHAUSTED: Ran out of memory on HBM, the total memory '
-                           f'required for HLO temporaries ({0.9 * need / gib:.2f}G) exceeds '
-                           'available HBM (31.25G)')
-    memory = types.SimpleNamespace(argument_size_in_bytes=0, output_size_in_bytes=0,
-                                   alias_size_in_bytes=0, temp_size_in_bytes=need,
-                                   generated_code_size_in_bytes=0)
+      raise aot.DoesNotFit(
+        'RESOURCE_EXHAUSTED: Ran out of memory on HBM, the total memory '
+        f'required for HLO temporaries ({0.9 * need / gib:.2f}G) exceeds '
+        'available HBM (31.25G)'
+      )
+    memory = types.SimpleNamespace(
+      argument_size_in_bytes=0,
+      output_size_in_bytes=0,
+      alias_size_in_bytes=0,
+      temp_size_in_bytes=need,
+      generated_code_size_in_bytes=0,
+    )
     return aot.Compiled(config.batch_size, 1.0, memory, 0.0, None)
 
   monkeypatch.setattr(aot, 'compile_step', compile_step)
@@ -100,6 +124,7 @@ def test_find_max_batch_does_not_creep_toward_the_limit(monkeypatch):
   # HBM. Taken as the step's memory, it made the search creep down one batch at a
   # time (30 refusals in the real run; 28 compiles here, 8 now).
   from configs import tiny
+
   gib = 2**30
   need = lambda b: (0.179 + 0.00536 * b + 1.97e-7 * b**2) * gib
   batches = []
@@ -107,14 +132,19 @@ def test_find_max_batch_does_not_creep_toward_the_limit(monkeypatch):
   def compile_step(config, devices):
     batches.append(config.batch_size)
     if need(config.batch_size) > 32 * gib:
-      raise aot.DoesNotFit('RESOURCE_EXHAUSTED: Ran out of memory on HBM, the total memory '
-                           'required for HLO temporaries '
-                           f'({(need(config.batch_size) - 1.25 * gib) / gib:.2f}G) exceeds '
-                           'available HBM (30.75G)')
-    memory = types.SimpleNamespace(argument_size_in_bytes=0, output_size_in_bytes=0,
-                                   alias_size_in_bytes=0,
-                                   temp_size_in_bytes=need(config.batch_size),
-                                   generated_code_size_in_bytes=0)
+      raise aot.DoesNotFit(
+        'RESOURCE_EXHAUSTED: Ran out of memory on HBM, the total memory '
+        'required for HLO temporaries '
+        f'({(need(config.batch_size) - 1.25 * gib) / gib:.2f}G) exceeds '
+        'available HBM (30.75G)'
+      )
+    memory = types.SimpleNamespace(
+      argument_size_in_bytes=0,
+      output_size_in_bytes=0,
+      alias_size_in_bytes=0,
+      temp_size_in_bytes=need(config.batch_size),
+      generated_code_size_in_bytes=0,
+    )
     return aot.Compiled(config.batch_size, 1.0, memory, 0.0, None)
 
   monkeypatch.setattr(aot, 'compile_step', compile_step)
@@ -123,15 +153,24 @@ def test_find_max_batch_does_not_creep_toward_the_limit(monkeypatch):
   assert len(batches) <= 10, batches
 
 
-@pytest.mark.parametrize('message, gib', [
+@pytest.mark.parametrize(
+  'message, gib',
+  [
     # XLA:TPU's two ways of refusing a step (the first is what small at batch 16,384 on
     # v5e-1 gets, below); the search interpolates with the figure.
-    ('RESOURCE_EXHAUSTED: Ran out of memory on HBM, the total memory required for HLO '
-     'temporaries (365.80G) exceeds available HBM (15.75G)', 365.80 - 15.75),
-    ('RESOURCE_EXHAUSTED: Ran out of memory in memory space hbm. Used 20.95G of 15.75G hbm. '
-     'Exceeded hbm capacity by 5.20G', 5.20),
+    (
+      'RESOURCE_EXHAUSTED: Ran out of memory on HBM, the total memory required for HLO '
+      'temporaries (365.80G) exceeds available HBM (15.75G)',
+      365.80 - 15.75,
+    ),
+    (
+      'RESOURCE_EXHAUSTED: Ran out of memory in memory space hbm. Used 20.95G of 15.75G hbm. '
+      'Exceeded hbm capacity by 5.20G',
+      5.20,
+    ),
     ('RESOURCE_EXHAUSTED: out of memory', None),
-])
+  ],
+)
 def test_how_far_over_a_refused_step_is(message, gib):
   excess = aot.DoesNotFit(message).excess_bytes
   assert excess == (None if gib is None else pytest.approx(gib * 2**30, rel=1e-6))
@@ -139,8 +178,14 @@ def test_how_far_over_a_refused_step_is(message, gib):
 
 def _tpu_compile(*args: str) -> subprocess.Popen:
   env = {k: v for k, v in os.environ.items() if k != 'JAX_PLATFORMS'}
-  return subprocess.Popen([sys.executable, '-m', 'electra_jax.aot', *args], cwd=REPO, env=env,
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+  return subprocess.Popen(
+    [sys.executable, '-m', 'electra_jax.aot', *args],
+    cwd=REPO,
+    env=env,
+    stdout=subprocess.PIPE,
+    stderr=subprocess.PIPE,
+    text=True,
+  )
 
 
 def _finish(process: subprocess.Popen) -> subprocess.CompletedProcess:
@@ -153,10 +198,15 @@ def compiles() -> dict[str, subprocess.CompletedProcess]:
   """The TPU compiles of this module, started together: libtpu must allow several at once.
   Each takes under a minute on 2 cores; base is in the heavy test below."""
   require('libtpu')
-  args = {'small_v5e_8': ['--config=configs/small.py', '--topology=v5e-8'],
-          # 16,384 x 128 tokens need some 366 GiB of temporaries, against 16 GiB.
-          'small_v5e_1_batch_16384': ['--config=configs/small.py', '--topology=v5e-1',
-                                      '--config.batch_size=16384']}
+  args = {
+    'small_v5e_8': ['--config=configs/small.py', '--topology=v5e-8'],
+    # 16,384 x 128 tokens need some 366 GiB of temporaries, against 16 GiB.
+    'small_v5e_1_batch_16384': [
+      '--config=configs/small.py',
+      '--topology=v5e-1',
+      '--config.batch_size=16384',
+    ],
+  }
   running = {name: _tpu_compile(*a) for name, a in args.items()}
   return {name: _finish(process) for name, process in running.items()}
 
@@ -174,8 +224,7 @@ def _check_fits(result: subprocess.CompletedProcess, header: str) -> None:
 
 
 def test_small_compiles_and_fits_on_v5e_8(compiles):
-  _check_fits(compiles['small_v5e_8'],
-              'v5e-8 (v5e:2x4, 8 chips, 16 GiB HBM each); batch 128 x 128')
+  _check_fits(compiles['small_v5e_8'], 'v5e-8 (v5e:2x4, 8 chips, 16 GiB HBM each); batch 128 x 128')
 
 
 @pytest.mark.heavy
@@ -184,24 +233,45 @@ def test_base_compiles_and_fits_on_v4_8():
   the plan leaves 0.3 GiB of the 32 GiB (docs/experiments/2026-11-23_tpu_compile_and_memory.md).
   About 9 minutes on 2 cores."""
   require('libtpu')
-  result = _finish(_tpu_compile('--config=configs/base.py', '--topology=v4-8',
-                                '--config.model.remat_policy=dots_saveable'))
+  result = _finish(
+    _tpu_compile(
+      '--config=configs/base.py', '--topology=v4-8', '--config.model.remat_policy=dots_saveable'
+    )
+  )
   _check_fits(result, 'v4-8 (v4:2x2x1, 4 chips, 32 GiB HBM each); batch 256 x 512')
 
 
 def test_a_step_that_cannot_fit_is_reported(compiles):
   result = compiles['small_v5e_1_batch_16384']
   assert result.returncode == 2
-  assert result.stderr.strip().splitlines()[-1].startswith(
-      'error: does not fit on v5e-1: RESOURCE_EXHAUSTED'), result.stderr[-3000:]
+  assert (
+    result.stderr.strip()
+    .splitlines()[-1]
+    .startswith('error: does not fit on v5e-1: RESOURCE_EXHAUSTED')
+  ), result.stderr[-3000:]
 
 
 def _local_aot(*args: str) -> subprocess.CompletedProcess:
-  env = {**os.environ, 'JAX_PLATFORMS': 'cpu',
-         'XLA_FLAGS': '--xla_force_host_platform_device_count=8'}
-  return subprocess.run([sys.executable, '-m', 'electra_jax.aot', '--config=configs/tiny.py',
-                         '--topology=local', *args], cwd=REPO, env=env, capture_output=True,
-                        text=True, timeout=300)
+  env = {
+    **os.environ,
+    'JAX_PLATFORMS': 'cpu',
+    'XLA_FLAGS': '--xla_force_host_platform_device_count=8',
+  }
+  return subprocess.run(
+    [
+      sys.executable,
+      '-m',
+      'electra_jax.aot',
+      '--config=configs/tiny.py',
+      '--topology=local',
+      *args,
+    ],
+    cwd=REPO,
+    env=env,
+    capture_output=True,
+    text=True,
+    timeout=300,
+  )
 
 
 def test_local_devices_compile_against_the_memory_given():
@@ -218,13 +288,17 @@ def test_local_devices_that_report_no_memory_need_a_figure():
   result = _local_aot()  # A CPU reports no memory limit; a GPU's is its allocator's.
   assert result.returncode == 2
   assert result.stderr.strip().splitlines()[-1] == (
-      'error: --topology=local: the cpu devices report no memory limit; give one with '
-      '--device_memory_gib=N')
+    'error: --topology=local: the cpu devices report no memory limit; give one with '
+    '--device_memory_gib=N'
+  )
 
 
 def test_local_search_reports_when_no_batch_fits():
   # 5 MiB per device: less than tiny's replicated parameters and Adam state (0.01 GiB).
   result = _local_aot('--device_memory_gib=0.005', '--find_max_batch')
   assert result.returncode == 2
-  assert result.stderr.strip().splitlines()[-1].startswith(
-      'error: 64-token examples do not fit on local at any batch size'), result.stderr[-3000:]
+  assert (
+    result.stderr.strip()
+    .splitlines()[-1]
+    .startswith('error: 64-token examples do not fit on local at any batch size')
+  ), result.stderr[-3000:]

@@ -24,29 +24,41 @@ from tests.conftest import REPO
 from tests.test_train import run_main
 
 # Throughput depends on the machine, not on the computation.
-_TIMING_TAGS = ('train/step_time_s', 'train/tokens_per_s', 'train/examples_per_s',
-                'train/model_tflops_per_s', 'train/mfu')
+_TIMING_TAGS = (
+  'train/step_time_s',
+  'train/tokens_per_s',
+  'train/examples_per_s',
+  'train/model_tflops_per_s',
+  'train/mfu',
+)
 
 
 def _args(prepared: str, *extra: str) -> list[str]:
-  return [f'--config.data.prepared_dir={prepared}', '--config.log_every_steps=1',
-          '--config.checkpoint.every_minutes=0', *extra]
+  return [
+    f'--config.data.prepared_dir={prepared}',
+    '--config.log_every_steps=1',
+    '--config.checkpoint.every_minutes=0',
+    *extra,
+  ]
 
 
 @pytest.fixture(scope='module')
 def run_a(tmp_path_factory, prepared_tiny):
   """40 uninterrupted steps, a checkpoint every 10."""
   workdir = tmp_path_factory.mktemp('run_a')
-  result = run_main(workdir, *_args(prepared_tiny, '--config.num_train_steps=40',
-                                    '--config.checkpoint.every_steps=10'))
+  result = run_main(
+    workdir,
+    *_args(prepared_tiny, '--config.num_train_steps=40', '--config.checkpoint.every_steps=10'),
+  )
   assert result.returncode == 0, result.stderr[-3000:]
   return workdir
 
 
 def _last_per_step(workdir) -> dict[str, dict[int, float]]:
   """{tag: {step: value}}; a step written again after a restart keeps its last value."""
-  return {tag: dict(values) for tag, values in read_scalars(workdir).items()
-          if tag not in _TIMING_TAGS}
+  return {
+    tag: dict(values) for tag, values in read_scalars(workdir).items() if tag not in _TIMING_TAGS
+  }
 
 
 def _params(workdir, step: int) -> list[np.ndarray]:
@@ -54,8 +66,10 @@ def _params(workdir, step: int) -> list[np.ndarray]:
   path = os.path.abspath(os.path.join(workdir, 'checkpoints', str(step), 'state'))
   checkpointer = ocp.StandardCheckpointer()
   local = jax.sharding.SingleDeviceSharding(jax.devices()[0])
-  target = jax.tree.map(lambda m: jax.ShapeDtypeStruct(m.shape, m.dtype, sharding=local),
-                        checkpointer.metadata(path).item_metadata.tree)
+  target = jax.tree.map(
+    lambda m: jax.ShapeDtypeStruct(m.shape, m.dtype, sharding=local),
+    checkpointer.metadata(path).item_metadata.tree,
+  )
   state = checkpointer.restore(path, target)
   return [np.asarray(x) for x in jax.tree.leaves(state['params'])]
 
@@ -63,11 +77,22 @@ def _params(workdir, step: int) -> list[np.ndarray]:
 def _start(workdir, *args: str, env=None) -> tuple[subprocess.Popen, str]:
   log = os.path.join(workdir, f'stderr-{time.time_ns()}.txt')
   os.makedirs(workdir, exist_ok=True)
-  command = [sys.executable, '-m', 'electra_jax.main', '--config=configs/tiny.py',
-             f'--workdir={workdir}', *args]
+  command = [
+    sys.executable,
+    '-m',
+    'electra_jax.main',
+    '--config=configs/tiny.py',
+    f'--workdir={workdir}',
+    *args,
+  ]
   with open(log, 'w') as f:
-    process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=f,
-                               env=env or dict(os.environ, JAX_PLATFORMS='cpu'))
+    process = subprocess.Popen(
+      command,
+      cwd=REPO,
+      stdout=subprocess.DEVNULL,
+      stderr=f,
+      env=env or dict(os.environ, JAX_PLATFORMS='cpu'),
+    )
   return process, log
 
 
@@ -109,8 +134,7 @@ def test_exact_resume_after_sigkill(tmp_path, prepared_tiny, run_a):
 def test_sigterm_saves_a_checkpoint_and_exits(tmp_path, prepared_tiny):
   workdir = tmp_path / 'preempted'
   # The program of run_a, so it comes from the compilation cache; no interval saves.
-  args = _args(prepared_tiny, '--config.num_train_steps=40',
-               '--config.checkpoint.every_steps=1000')
+  args = _args(prepared_tiny, '--config.num_train_steps=40', '--config.checkpoint.every_steps=1000')
   process, log = _start(workdir, *args)
   _wait_for_step(process, log, 3)
   sent = time.monotonic()
@@ -133,34 +157,50 @@ def test_nonfinite_steps_are_skipped_then_stop_the_run(tmp_path, prepared_tiny):
   workdir = tmp_path / 'diverged'
   # A learning rate of 1e30 overflows the parameters within a few steps. The
   # flags are read with each log window of 5 steps, not at every step.
-  result = run_main(workdir, *_args(prepared_tiny, '--config.num_train_steps=50',
-                                    '--config.checkpoint.every_steps=2',
-                                    '--config.log_every_steps=5',
-                                    '--config.learning_rate=1e30',
-                                    '--config.max_consecutive_nonfinite_steps=3'))
+  result = run_main(
+    workdir,
+    *_args(
+      prepared_tiny,
+      '--config.num_train_steps=50',
+      '--config.checkpoint.every_steps=2',
+      '--config.log_every_steps=5',
+      '--config.learning_rate=1e30',
+      '--config.max_consecutive_nonfinite_steps=3',
+    ),
+  )
   assert result.returncode == 1
-  bad_steps = [int(s) for s in re.findall(
-      r'Step (\d+): non-finite loss and gradients .* the update was skipped', result.stderr)]
+  bad_steps = [
+    int(s)
+    for s in re.findall(
+      r'Step (\d+): non-finite loss and gradients .* the update was skipped', result.stderr
+    )
+  ]
   stop = re.search(r'error: 3 non-finite steps in a row up to step (\d+);', result.stderr)
-  assert stop and bad_steps[-3:] == [int(stop.group(1)) - 2, int(stop.group(1)) - 1,
-                                     int(stop.group(1))], result.stderr[-3000:]
+  assert stop and bad_steps[-3:] == [
+    int(stop.group(1)) - 2,
+    int(stop.group(1)) - 1,
+    int(stop.group(1)),
+  ], result.stderr[-3000:]
   steps = sorted(int(s) for s in os.listdir(workdir / 'checkpoints') if s.isdigit())
   assert steps and steps[-1] < 50
   assert all(np.isfinite(x).all() for x in _params(workdir, steps[-1]))
 
 
-def test_damaged_checkpoints_fall_back_and_never_restart_silently(tmp_path, run_a,
-                                                                  prepared_tiny):
+def test_damaged_checkpoints_fall_back_and_never_restart_silently(tmp_path, run_a, prepared_tiny):
   workdir = tmp_path / 'damaged'
   shutil.copytree(run_a, workdir)
-  state_files = [os.path.join(root, name)
-                 for root, _, names in os.walk(workdir / 'checkpoints' / '40' / 'state')
-                 for name in names]
+  state_files = [
+    os.path.join(root, name)
+    for root, _, names in os.walk(workdir / 'checkpoints' / '40' / 'state')
+    for name in names
+  ]
   biggest = max(state_files, key=os.path.getsize)
   with open(biggest, 'r+b') as f:
     f.truncate(os.path.getsize(biggest) // 2)
-  result = run_main(workdir, *_args(prepared_tiny, '--config.num_train_steps=40',
-                                    '--config.checkpoint.every_steps=10'))
+  result = run_main(
+    workdir,
+    *_args(prepared_tiny, '--config.num_train_steps=40', '--config.checkpoint.every_steps=10'),
+  )
   assert result.returncode == 0, result.stderr[-3000:]
   assert 'Checkpoint 40 in' in result.stderr and 'cannot be restored' in result.stderr
   assert 'Resumed at step 30 ' in result.stderr
@@ -181,15 +221,16 @@ def test_damaged_checkpoints_fall_back_and_never_restart_silently(tmp_path, run_
 def test_a_long_save_error_keeps_its_os_cause():
   # Orbax can gather several writes' failures into one long message, with the
   # OS error in the part that the report elides.
-  error = ValueError(f'{"/bucket/run/checkpoints/30/state " * 20}[Errno 27] File too large, '
-                     f'{"while writing chunk 0.0.1; " * 20}')
+  error = ValueError(
+    f'{"/bucket/run/checkpoints/30/state " * 20}[Errno 27] File too large, '
+    f'{"while writing chunk 0.0.1; " * 20}'
+  )
   brief = checkpointing._brief(error)
   assert len(brief) < 700 and ' ... ' in brief
   assert brief.startswith('ValueError: /bucket') and brief.endswith('(OS error: File too large)')
 
 
-def test_failed_saves_are_reported_and_keep_the_previous_checkpoint(tmp_path, run_a,
-                                                                     prepared_tiny):
+def test_failed_saves_are_reported_and_keep_the_previous_checkpoint(tmp_path, run_a, prepared_tiny):
   workdir = tmp_path / 'full_disk'
   shutil.copytree(run_a, workdir)
   for step in ('30', '40'):  # Back to step 20, so that steps 30 and 40 save again.
@@ -201,13 +242,17 @@ def test_failed_saves_are_reported_and_keep_the_previous_checkpoint(tmp_path, ru
   assert result.returncode == 1
   # Each failure is reported against its own step; the run does not claim success.
   for step in (30, 40):
-    assert re.search(rf'saving the checkpoint of step {step} in .* failed \(.*File too large',
-                     result.stderr)
+    assert re.search(
+      rf'saving the checkpoint of step {step} in .* failed \(.*File too large', result.stderr
+    )
     assert f'Saved the checkpoint of step {step} ' not in result.stderr
   # Orbax's dying writer threads may print around it, even on the same line, so the
   # message is searched for anywhere.
-  assert re.search(r'error: saving the checkpoint of step 40.*the newest valid checkpoint is '
-                   r'step 20', result.stderr), result.stderr[-3000:]
+  assert re.search(
+    r'error: saving the checkpoint of step 40.*the newest valid checkpoint is '
+    r'step 20',
+    result.stderr,
+  ), result.stderr[-3000:]
   assert max(int(s) for s in os.listdir(workdir / 'checkpoints') if s.isdigit()) == 20
 
   # With space again, the run resumes from 20 and redoes the same steps.
@@ -224,10 +269,17 @@ def test_restore_onto_a_different_mesh(tmp_path):
   """Saved on 8 devices (data 4 x fsdp 2), restored on 4 (fsdp 4), in two processes."""
 
   def run(devices: int, *args: str) -> str:
-    env = dict(os.environ, JAX_PLATFORMS='cpu',
-               XLA_FLAGS=f'--xla_force_host_platform_device_count={devices}')
-    result = subprocess.run([sys.executable, '-m', 'tests.mesh_restore', *args], cwd=REPO,
-                            capture_output=True, text=True, timeout=300, env=env)
+    env = dict(
+      os.environ, JAX_PLATFORMS='cpu', XLA_FLAGS=f'--xla_force_host_platform_device_count={devices}'
+    )
+    result = subprocess.run(
+      [sys.executable, '-m', 'tests.mesh_restore', *args],
+      cwd=REPO,
+      capture_output=True,
+      text=True,
+      timeout=300,
+      env=env,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     return result.stdout
 
@@ -240,24 +292,34 @@ def test_restore_onto_a_different_mesh(tmp_path):
 def test_config_changes_and_init_from(tmp_path, run_a, prepared_tiny):
   workdir = tmp_path / 'changed'
   shutil.copytree(run_a, workdir)
-  result = run_main(workdir, *_args(prepared_tiny, '--config.num_train_steps=40',
-                                    '--config.model.hidden_size=64'))
+  result = run_main(
+    workdir, *_args(prepared_tiny, '--config.num_train_steps=40', '--config.model.hidden_size=64')
+  )
   assert result.returncode == 2
   last = result.stderr.strip().splitlines()[-1]
   assert 'model.hidden_size: 128 -> 64' in last and 'allow_config_change=true' in last
 
   # Other settings may change; the run resumes with a warning naming them.
-  result = run_main(workdir, *_args(prepared_tiny, '--config.num_train_steps=40',
-                                    '--config.checkpoint.every_steps=8'))
+  result = run_main(
+    workdir,
+    *_args(prepared_tiny, '--config.num_train_steps=40', '--config.checkpoint.every_steps=8'),
+  )
   assert result.returncode == 0, result.stderr[-3000:]
   assert 'Resuming step 40 under a changed config: checkpoint.every_steps: 10 -> 8' in (
-      result.stderr)
+    result.stderr
+  )
 
   # Another run's parameters, with a fresh optimizer and step.
   fresh = tmp_path / 'continued'
-  result = run_main(fresh, *_args(prepared_tiny, '--config.num_train_steps=40',
-                                  '--config.checkpoint.every_steps=10',
-                                  f'--config.checkpoint.init_from={run_a}'))
+  result = run_main(
+    fresh,
+    *_args(
+      prepared_tiny,
+      '--config.num_train_steps=40',
+      '--config.checkpoint.every_steps=10',
+      f'--config.checkpoint.init_from={run_a}',
+    ),
+  )
   assert result.returncode == 0, result.stderr[-3000:]
   assert f'Initialised the parameters from step 40 of {run_a}' in result.stderr
   losses = _last_per_step(fresh)['train/loss']
@@ -269,6 +331,7 @@ def test_config_changes_and_init_from(tmp_path, run_a, prepared_tiny):
 
 def test_a_save_is_reported_when_it_is_on_disk_not_when_the_next_starts(tmp_path, caplog):
   from configs import tiny
+
   manager = checkpointing.create_manager(str(tmp_path), tiny.get_config())
   saver = checkpointing.AsyncSaver(manager, max_failures_in_a_row=1)
   saved = lambda: [r.getMessage() for r in caplog.records if r.getMessage().startswith('Saved')]

@@ -20,30 +20,50 @@ def _bad_inputs(workdir: str) -> list[tuple[str, list[str], str]]:
   shutil.copy(sys.executable, program)
   vocab = data_dir() / 'vocab' / 'bert-base-uncased-vocab.txt'
   return [
-      ('electra_jax.prepare_data', [f'--corpus=text:{program}', f'--vocab={vocab}',
-                                    f'--output_dir={workdir}/prepared'],
-       f'{program}: does not look like text (line 1 holds a NUL byte); '),
-      ('electra_jax.main', [_TINY], '--workdir is required'),
-      ('electra_jax.main', ['--config=configs/nope.py', w],
-       '--config=configs/nope.py: cannot load the config file: no such file'),
-      ('electra_jax.main', ['--config=README.md', w],
-       '--config=README.md: cannot load the config file: '),
-      ('electra_jax.main', [_TINY, w, '--config.learning_rate=fast'],
-       "--config.learning_rate=fast: could not convert string to float: 'fast'"),
-      ('electra_jax.main', [_TINY, w, '--config.learning_rat=1'],
-       '--config.learning_rat: no such config key; did you mean --config.learning_rate?'),
-      ('electra_jax.main', [_TINY, w, '--config.model.hiden_size=1'],
-       '--config.model.hiden_size: no such config key; did you mean '
-       '--config.model.hidden_size?'),
-      # More devices than this machine has; it is refused before any data is read.
-      ('electra_jax.main', [_TINY, w, '--config.mesh.data=64',
-                            f'--config.data.prepared_dir={workdir}'],
-       "config.mesh: {'data': 64, 'fsdp': 1, 'tensor': 1} needs 64 devices per slice but "),
-      ('electra_jax.main', [_TINY, w, 'stray'], 'unexpected arguments stray; flags take'),
-      ('electra_jax.finetune', [f'--init={workdir}', f'--glue_dir={workdir}'],
-       '--task is required'),
-      ('electra_jax.export', [w, f'--output={workdir}/hf'],
-       f'{workdir}: neither a pretraining workdir'),
+    (
+      'electra_jax.prepare_data',
+      [f'--corpus=text:{program}', f'--vocab={vocab}', f'--output_dir={workdir}/prepared'],
+      f'{program}: does not look like text (line 1 holds a NUL byte); ',
+    ),
+    ('electra_jax.main', [_TINY], '--workdir is required'),
+    (
+      'electra_jax.main',
+      ['--config=configs/nope.py', w],
+      '--config=configs/nope.py: cannot load the config file: no such file',
+    ),
+    (
+      'electra_jax.main',
+      ['--config=README.md', w],
+      '--config=README.md: cannot load the config file: ',
+    ),
+    (
+      'electra_jax.main',
+      [_TINY, w, '--config.learning_rate=fast'],
+      "--config.learning_rate=fast: could not convert string to float: 'fast'",
+    ),
+    (
+      'electra_jax.main',
+      [_TINY, w, '--config.learning_rat=1'],
+      '--config.learning_rat: no such config key; did you mean --config.learning_rate?',
+    ),
+    (
+      'electra_jax.main',
+      [_TINY, w, '--config.model.hiden_size=1'],
+      '--config.model.hiden_size: no such config key; did you mean --config.model.hidden_size?',
+    ),
+    # More devices than this machine has; it is refused before any data is read.
+    (
+      'electra_jax.main',
+      [_TINY, w, '--config.mesh.data=64', f'--config.data.prepared_dir={workdir}'],
+      "config.mesh: {'data': 64, 'fsdp': 1, 'tensor': 1} needs 64 devices per slice but ",
+    ),
+    ('electra_jax.main', [_TINY, w, 'stray'], 'unexpected arguments stray; flags take'),
+    ('electra_jax.finetune', [f'--init={workdir}', f'--glue_dir={workdir}'], '--task is required'),
+    (
+      'electra_jax.export',
+      [w, f'--output={workdir}/hf'],
+      f'{workdir}: neither a pretraining workdir',
+    ),
   ]
 
 
@@ -52,9 +72,17 @@ def test_each_bad_input_is_one_line_and_status_2(tmp_path):
   # Without JAX_PLATFORMS, as users run: a machine without a TPU must not try to
   # start one (libtpu, from the test extra, prints a page of warnings).
   env = {k: v for k, v in os.environ.items() if k != 'JAX_PLATFORMS'}
-  processes = [subprocess.Popen([sys.executable, '-m', command, *args], cwd=REPO, env=env,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-               for command, args, _ in cases]
+  processes = [
+    subprocess.Popen(
+      [sys.executable, '-m', command, *args],
+      cwd=REPO,
+      env=env,
+      stdout=subprocess.PIPE,
+      stderr=subprocess.PIPE,
+      text=True,
+    )
+    for command, args, _ in cases
+  ]
   for (command, args, expected), process in zip(cases, processes):
     _, stderr = process.communicate(timeout=300)
     errors = [line for line in stderr.splitlines() if line.startswith('error: ')]
@@ -66,14 +94,21 @@ def test_each_bad_input_is_one_line_and_status_2(tmp_path):
     assert 'libtpu' not in stderr and "backend 'tpu'" not in stderr, where
 
 
-@pytest.mark.parametrize('text, expected', [
+@pytest.mark.parametrize(
+  'text, expected',
+  [
     # absl's message for a flag of the wrong type names it with "flag".
-    ("flag --config.batch_size=x: invalid literal for int() with base 10: 'x'",
-     "--config.batch_size=x: invalid literal for int() with base 10: 'x'"),
+    (
+      "flag --config.batch_size=x: invalid literal for int() with base 10: 'x'",
+      "--config.batch_size=x: invalid literal for int() with base 10: 'x'",
+    ),
     # ml_collections puts a config file's traceback into the message.
-    ('flag --config=c.py: Error whilst parsing config file:\n\nTraceback (most recent call '
-     'last):\n  File "c.py", line 2\nNameError: name \'x\' is not defined',
-     "--config=c.py: Error whilst parsing config file: NameError: name 'x' is not defined"),
-])
+    (
+      'flag --config=c.py: Error whilst parsing config file:\n\nTraceback (most recent call '
+      'last):\n  File "c.py", line 2\nNameError: name \'x\' is not defined',
+      "--config=c.py: Error whilst parsing config file: NameError: name 'x' is not defined",
+    ),
+  ],
+)
 def test_flag_errors_become_one_line(text, expected):
   assert cli._one_line(ValueError(text), ['prog']) == expected

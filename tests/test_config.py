@@ -13,13 +13,20 @@ from tests.conftest import REPO
 def test_paper_hyperparameters():
   s, b, g = small.get_config(), base.get_config(), large.get_config()
   for config, layers, hidden, embed, seq, batch, lr, steps in (
-      (s, 12, 256, 128, 128, 128, 5e-4, 1_000_000),
-      (b, 12, 768, 768, 512, 256, 2e-4, 766_000),
-      (g, 24, 1024, 1024, 512, 2048, 2e-4, 400_000)):
+    (s, 12, 256, 128, 128, 128, 5e-4, 1_000_000),
+    (b, 12, 768, 768, 512, 256, 2e-4, 766_000),
+    (g, 24, 1024, 1024, 512, 2048, 2e-4, 400_000),
+  ):
     config_lib.validate(config, check_data=False)
-    assert (config.model.num_layers, config.model.hidden_size, config.model.embedding_size,
-            config.max_seq_length, config.batch_size, config.learning_rate,
-            config.num_train_steps) == (layers, hidden, embed, seq, batch, lr, steps)
+    assert (
+      config.model.num_layers,
+      config.model.hidden_size,
+      config.model.embedding_size,
+      config.max_seq_length,
+      config.batch_size,
+      config.learning_rate,
+      config.num_train_steps,
+    ) == (layers, hidden, embed, seq, batch, lr, steps)
     disc = config_lib.discriminator_config(config)
     assert disc.num_heads == hidden // 64 and disc.intermediate_size == 4 * hidden
     assert (config.warmup_steps, config.weight_decay, config.adam_eps) == (10_000, 0.01, 1e-6)
@@ -39,7 +46,9 @@ def test_paper_hyperparameters():
   config_lib.validate(tiny.get_config(), check_data=False)
 
 
-@pytest.mark.parametrize('key, value, expected', [
+@pytest.mark.parametrize(
+  'key, value, expected',
+  [
     ('objective.mask_prob', 0.0, 'config.objective.mask_prob'),
     ('objective.mask_prob', 1.5, 'config.objective.mask_prob'),
     ('model.dtype', 'float16', 'config.model.dtype'),
@@ -57,7 +66,8 @@ def test_paper_hyperparameters():
     ('model.generator_layers_fraction', 0.0, 'config.model.generator_layers_fraction'),
     # One transformer for both needs a full-size generator.
     ('model.tie_generator_to_discriminator', True, 'config.model.tie_generator_to_discriminator'),
-])
+  ],
+)
 def test_bad_values_name_the_key(key, value, expected):
   config = tiny.get_config()
   target = config
@@ -70,8 +80,13 @@ def test_bad_values_name_the_key(key, value, expected):
 
 
 def _main(*args):
-  return subprocess.run([sys.executable, '-m', 'electra_jax.main', '--config=configs/tiny.py',
-                         *args], cwd=REPO, capture_output=True, text=True, timeout=300)
+  return subprocess.run(
+    [sys.executable, '-m', 'electra_jax.main', '--config=configs/tiny.py', *args],
+    cwd=REPO,
+    capture_output=True,
+    text=True,
+    timeout=300,
+  )
 
 
 def test_cli_unknown_key(tmp_path):
@@ -82,8 +97,9 @@ def test_cli_unknown_key(tmp_path):
 
 
 def test_cli_bad_value(tmp_path, wiki_glob):
-  result = _main(f'--workdir={tmp_path}', f'--config.data.corpus={wiki_glob}',
-                 '--config.objective.mask_prob=0')
+  result = _main(
+    f'--workdir={tmp_path}', f'--config.data.corpus={wiki_glob}', '--config.objective.mask_prob=0'
+  )
   assert result.returncode == 2
   assert 'error: config.objective.mask_prob: must be in (0, 1], got 0.0' in result.stderr
   assert 'Traceback' not in result.stderr
@@ -99,8 +115,9 @@ def test_cli_needs_exactly_one_input(tmp_path, wiki_glob):
 def test_cli_missing_corpus(tmp_path):
   result = _main(f'--workdir={tmp_path}', f'--config.data.corpus={tmp_path}/nothing/*.txt')
   assert result.returncode == 2
-  assert (f"error: corpus source '{tmp_path}/nothing/*.txt': no files match "
-          f"'{tmp_path}/nothing/*.txt'") in result.stderr
+  assert (
+    f"error: corpus source '{tmp_path}/nothing/*.txt': no files match '{tmp_path}/nothing/*.txt'"
+  ) in result.stderr
   assert 'Traceback' not in result.stderr
 
 

@@ -49,36 +49,54 @@ def replace_mlm_workdir(tmp_path_factory) -> str:
 
 @pytest.fixture(scope='module')
 def held_out(tmp_path_factory) -> str:
-  options = shard_writer.PrepareOptions(corpus=f'wiki:{data_dir()}/wikipedia/AA/wiki_99',
-                                   max_seq_length=64, vocab=_vocab())
-  return shard_writer.prepare(options, str(tmp_path_factory.mktemp('held_out')), num_workers=1,
-                         progress=False).directory
+  options = shard_writer.PrepareOptions(
+    corpus=f'wiki:{data_dir()}/wikipedia/AA/wiki_99', max_seq_length=64, vocab=_vocab()
+  )
+  return shard_writer.prepare(
+    options, str(tmp_path_factory.mktemp('held_out')), num_workers=1, progress=False
+  ).directory
 
 
 def _workdir(directory: str, config) -> str:
   """A pretraining workdir: a checkpoint at step 7 and the tokenizer, as train writes them."""
-  tokenizer = tokenizers.copy_tokenizer_file(tokenizers.WordPieceTokenizer(_vocab()),
-                                             os.path.join(directory, 'tokenizer'))
+  tokenizer = tokenizers.copy_tokenizer_file(
+    tokenizers.WordPieceTokenizer(_vocab()), os.path.join(directory, 'tokenizer')
+  )
   mesh = sharding.make_mesh(config.mesh, jax.devices()[:1])
   with jax.set_mesh(mesh):
-    state, _ = train.create_train_state(config, train.build_model(config),
-                                        optim.create_optimizer(config), mesh)
+    state, _ = train.create_train_state(
+      config, train.build_model(config), optim.create_optimizer(config), mesh
+    )
     # Random biases and LayerNorm parameters too, so that every mapping shows.
     leaves, tree = jax.tree.flatten(state.params)
     keys = jax.random.split(jax.random.key(1), len(leaves))
-    state = state.replace(params=jax.tree.unflatten(tree, [
-        x + 0.05 * jax.random.normal(k, x.shape) for x, k in zip(leaves, keys)]))
+    state = state.replace(
+      params=jax.tree.unflatten(
+        tree, [x + 0.05 * jax.random.normal(k, x.shape) for x, k in zip(leaves, keys)]
+      )
+    )
     manager = checkpointing.create_manager(directory, config)
-    checkpointing.save(manager, 7, state, {'next_index': 7},
-                       checkpointing.checkpoint_meta(config, 7, tokenizer.spec(), 'none'))
+    checkpointing.save(
+      manager,
+      7,
+      state,
+      {'next_index': 7},
+      checkpointing.checkpoint_meta(config, 7, tokenizer.spec(), 'none'),
+    )
     manager.wait_until_finished()
     manager.close()
   return directory
 
 
 def _cli(module: str, *args: str) -> subprocess.CompletedProcess:
-  return subprocess.run([sys.executable, '-m', module, *args], cwd=REPO, capture_output=True,
-                        text=True, timeout=300, env=dict(os.environ, JAX_PLATFORMS='cpu'))
+  return subprocess.run(
+    [sys.executable, '-m', module, *args],
+    cwd=REPO,
+    capture_output=True,
+    text=True,
+    timeout=300,
+    env=dict(os.environ, JAX_PLATFORMS='cpu'),
+  )
 
 
 def _inputs():
@@ -100,8 +118,9 @@ def test_export_loads_in_transformers_with_matching_logits(workdir, tmp_path):
   # Every file gets the user's normal mode (safetensors alone would write 0600).
   umask = os.umask(0)
   os.umask(umask)
-  modes = {str(p.relative_to(out)): oct(p.stat().st_mode & 0o777) for p in out.rglob('*')
-           if p.is_file()}
+  modes = {
+    str(p.relative_to(out)): oct(p.stat().st_mode & 0o777) for p in out.rglob('*') if p.is_file()
+  }
   assert 'generator/model.safetensors' in modes
   assert set(modes.values()) == {oct(0o666 & ~umask)}, modes
 
@@ -112,8 +131,11 @@ def test_export_loads_in_transformers_with_matching_logits(workdir, tmp_path):
   disc = transformers.ElectraForPreTraining.from_pretrained(out).eval()
   gen = transformers.ElectraForMaskedLM.from_pretrained(out / 'generator').eval()
   with torch.no_grad():
-    args = dict(input_ids=torch.tensor(ids), attention_mask=torch.tensor(mask),
-                token_type_ids=torch.tensor(types))
+    args = dict(
+      input_ids=torch.tensor(ids),
+      attention_mask=torch.tensor(mask),
+      token_type_ids=torch.tensor(types),
+    )
     hf_disc = disc(**args).logits.numpy()
     hf_gen = np.take_along_axis(gen(**args).logits.numpy(), positions[..., None], axis=1)
   real = mask.astype(bool)
@@ -125,23 +147,32 @@ def test_export_loads_in_transformers_with_matching_logits(workdir, tmp_path):
 
   # The tokenizer files load as HF's ElectraTokenizer and give our ids.
   hf_tokenizer = transformers.ElectraTokenizer.from_pretrained(out)
-  text = 'The Naïve chef cooked 3 meals, didn\'t she?'
-  assert hf_tokenizer(text, add_special_tokens=False)['input_ids'] == (
-      source.tokenizer.encode([text])[0])
+  text = "The Naïve chef cooked 3 meals, didn't she?"
+  assert (
+    hf_tokenizer(text, add_special_tokens=False)['input_ids']
+    == (source.tokenizer.encode([text])[0])
+  )
 
 
 @pytest.mark.parametrize('safetensors', [True, False])
 def test_import_then_export_is_lossless(tmp_path, safetensors):
-  config = transformers.ElectraConfig(vocab_size=30522, embedding_size=64, hidden_size=128,
-                                      num_hidden_layers=2, num_attention_heads=2,
-                                      intermediate_size=512, max_position_embeddings=64)
+  config = transformers.ElectraConfig(
+    vocab_size=30522,
+    embedding_size=64,
+    hidden_size=128,
+    num_hidden_layers=2,
+    num_attention_heads=2,
+    intermediate_size=512,
+    max_position_embeddings=64,
+  )
   torch.manual_seed(0)
   original = transformers.ElectraForPreTraining(config)
   original.save_pretrained(tmp_path / 'original', safe_serialization=safetensors)
   with open(_vocab()) as f:
     (tmp_path / 'original' / 'vocab.txt').write_text(f.read())
-  result = _cli('electra_jax.export', f'--workdir={tmp_path / "original"}',
-                f'--output={tmp_path / "again"}')
+  result = _cli(
+    'electra_jax.export', f'--workdir={tmp_path / "original"}', f'--output={tmp_path / "again"}'
+  )
   assert result.returncode == 0, result.stderr[-3000:]
   before = {k: v.numpy() for k, v in original.state_dict().items()}
   after = safetensors_numpy.load_file(str(tmp_path / 'again' / 'model.safetensors'))
@@ -161,8 +192,13 @@ def test_predict_shows_each_token(workdir):
   assert len(lines) == 9 and lines[2].split()[1] == 'the' and lines[-1].split()[1] == '[SEP]'
   assert all(0 <= float(line.split()[2]) <= 1 for line in lines[1:])
 
-  result = _cli('electra_jax.predict', f'--workdir={workdir}', '--corrupt', '--mask_prob=0.5',
-                'The chef cooked the meal in the old kitchen.')
+  result = _cli(
+    'electra_jax.predict',
+    f'--workdir={workdir}',
+    '--corrupt',
+    '--mask_prob=0.5',
+    'The chef cooked the meal in the old kitchen.',
+  )
   assert result.returncode == 0, result.stderr[-3000:]
   assert 'replaced?' in result.stdout
   assert 'yes (was ' in result.stdout
@@ -170,8 +206,9 @@ def test_predict_shows_each_token(workdir):
 
 
 def test_evaluate_reports_auc_on_held_out_data(workdir, held_out, tmp_path, tiny_tokenizer):
-  result = _cli('electra_jax.evaluate', f'--workdir={workdir}', f'--data={held_out}',
-                '--num_batches=3')
+  result = _cli(
+    'electra_jax.evaluate', f'--workdir={workdir}', f'--data={held_out}', '--num_batches=3'
+  )
   assert result.returncode == 0, result.stderr[-3000:]
   last = result.stdout.strip().splitlines()[-1]
   assert last.startswith('step 7: mlm_loss=') and 'disc_auc=' in last
@@ -180,8 +217,11 @@ def test_evaluate_reports_auc_on_held_out_data(workdir, held_out, tmp_path, tiny
   assert any(name.startswith('events.out.tfevents') for name in os.listdir(workdir))
 
   # Held-out text prepared with another tokenizer is refused.
-  options = shard_writer.PrepareOptions(corpus=f'wiki:{data_dir()}/wikipedia/AA/wiki_99',
-                                   max_seq_length=64, spm_model=tiny_tokenizer.model_path)
+  options = shard_writer.PrepareOptions(
+    corpus=f'wiki:{data_dir()}/wikipedia/AA/wiki_99',
+    max_seq_length=64,
+    spm_model=tiny_tokenizer.model_path,
+  )
   other = shard_writer.prepare(options, str(tmp_path / 'other'), num_workers=1, progress=False)
   result = _cli('electra_jax.evaluate', f'--workdir={workdir}', f'--data={other.directory}')
   assert result.returncode == 2
@@ -190,14 +230,18 @@ def test_evaluate_reports_auc_on_held_out_data(workdir, held_out, tmp_path, tiny
 
 def _hf_logits(model, ids, mask, types):
   with torch.no_grad():
-    return model(input_ids=torch.tensor(ids), attention_mask=torch.tensor(mask),
-                 token_type_ids=torch.tensor(types)).logits.numpy()
+    return model(
+      input_ids=torch.tensor(ids),
+      attention_mask=torch.tensor(mask),
+      token_type_ids=torch.tensor(types),
+    ).logits.numpy()
 
 
 def test_a_masked_lm_objective_exports_its_full_size_network(replace_mlm_workdir, tmp_path):
   out = tmp_path / 'hf'
-  result = _cli('electra_jax.export', f'--workdir={replace_mlm_workdir}', f'--output={out}',
-                '--generator')
+  result = _cli(
+    'electra_jax.export', f'--workdir={replace_mlm_workdir}', f'--output={out}', '--generator'
+  )
   assert result.returncode == 0, result.stderr[-3000:]
   with open(out / 'config.json') as f:
     assert json.load(f)['architectures'] == ['ElectraForMaskedLM']
@@ -205,12 +249,18 @@ def test_a_masked_lm_objective_exports_its_full_size_network(replace_mlm_workdir
   model = source.pretraining_model()
   ids, mask, types, positions = _inputs()
   ours_gen, ours_main = model.apply({'params': source.params}, ids, types, mask, positions)
-  hf_main = np.take_along_axis(_hf_logits(
-      transformers.ElectraForMaskedLM.from_pretrained(out).eval(), ids, mask, types),
-      positions[..., None], axis=1)
-  hf_gen = np.take_along_axis(_hf_logits(
-      transformers.ElectraForMaskedLM.from_pretrained(out / 'generator').eval(), ids, mask,
-      types), positions[..., None], axis=1)
+  hf_main = np.take_along_axis(
+    _hf_logits(transformers.ElectraForMaskedLM.from_pretrained(out).eval(), ids, mask, types),
+    positions[..., None],
+    axis=1,
+  )
+  hf_gen = np.take_along_axis(
+    _hf_logits(
+      transformers.ElectraForMaskedLM.from_pretrained(out / 'generator').eval(), ids, mask, types
+    ),
+    positions[..., None],
+    axis=1,
+  )
   main_err, gen_err = np.abs(hf_main - ours_main).max(), np.abs(hf_gen - ours_gen).max()
   print(f'masked-LM export parity: full size {main_err:.2e}, generator {gen_err:.2e}')
   assert main_err < 1e-4 and gen_err < 1e-4
@@ -226,30 +276,47 @@ def test_gdes_exports_the_residual_folded_into_one_table(tmp_path):
   ids, mask, types, _ = _inputs()
   model = source.pretraining_model()
   ours = model.apply({'params': source.params}, ids, types, mask, method=model.discriminator_logits)
-  hf = _hf_logits(transformers.ElectraForPreTraining.from_pretrained(tmp_path / 'hf').eval(),
-                  ids, mask, types)
+  hf = _hf_logits(
+    transformers.ElectraForPreTraining.from_pretrained(tmp_path / 'hf').eval(), ids, mask, types
+  )
   real = mask.astype(bool)
   assert np.abs(hf - np.asarray(ours))[real].max() < 1e-4
   # Fine-tuning starts from the same folded table.
   folded = source.discriminator_params()['embeddings']['word_embeddings']['embedding']
   np.testing.assert_allclose(
-      folded, source.params['embeddings']['word_embeddings']['embedding']
-      + source.params['discriminator_embeddings']['word_embeddings']['embedding'])
+    folded,
+    source.params['embeddings']['word_embeddings']['embedding']
+    + source.params['discriminator_embeddings']['word_embeddings']['embedding'],
+  )
 
 
 def test_evaluate_and_predict_a_masked_lm(replace_mlm_workdir, held_out):
-  result = _cli('electra_jax.evaluate', f'--workdir={replace_mlm_workdir}', f'--data={held_out}',
-                '--num_batches=2')
+  result = _cli(
+    'electra_jax.evaluate',
+    f'--workdir={replace_mlm_workdir}',
+    f'--data={held_out}',
+    '--num_batches=2',
+  )
   assert result.returncode == 0, result.stderr[-3000:]
-  values = dict(item.split('=') for item in
-                result.stdout.strip().splitlines()[-1].split(': ', 1)[1].split(', '))
+  values = dict(
+    item.split('=') for item in result.stdout.strip().splitlines()[-1].split(': ', 1)[1].split(', ')
+  )
   # The generator's and the full-size masked LM's metrics; no discriminator.
-  assert {'mlm_loss', 'mlm_accuracy', 'sampled_accuracy', 'main_mlm_loss',
-          'main_mlm_accuracy'} == set(values)
+  assert {
+    'mlm_loss',
+    'mlm_accuracy',
+    'sampled_accuracy',
+    'main_mlm_loss',
+    'main_mlm_accuracy',
+  } == set(values)
   assert float(values['main_mlm_loss']) > 0
 
-  result = _cli('electra_jax.predict', f'--workdir={replace_mlm_workdir}', '--mask_prob=0.5',
-                'The chef cooked the meal in the old kitchen.')
+  result = _cli(
+    'electra_jax.predict',
+    f'--workdir={replace_mlm_workdir}',
+    '--mask_prob=0.5',
+    'The chef cooked the meal in the old kitchen.',
+  )
   assert result.returncode == 0, result.stderr[-3000:]
   lines = result.stdout.strip().splitlines()
   assert lines[0].split() == ['#', 'input', 'original', 'guess', 'p(original)']

@@ -24,9 +24,14 @@ NOTEBOOK = REPO / 'launch' / 'colab_tpu.ipynb'
 
 
 def _run(module: str, *args: str) -> subprocess.CompletedProcess:
-  return subprocess.run([sys.executable, '-m', module, *args], cwd=REPO,
-                        capture_output=True, text=True, timeout=600,
-                        env=dict(os.environ, JAX_PLATFORMS='cpu'))
+  return subprocess.run(
+    [sys.executable, '-m', module, *args],
+    cwd=REPO,
+    capture_output=True,
+    text=True,
+    timeout=600,
+    env=dict(os.environ, JAX_PLATFORMS='cpu'),
+  )
 
 
 def _finetune(*args: str) -> subprocess.CompletedProcess:
@@ -43,26 +48,35 @@ def colab_run(tmp_path_factory) -> tuple[pathlib.Path, str]:
   notebook = nbformat.read(NOTEBOOK, as_version=4)
   nbformat.validate(notebook)
   settings = {
-      'ELECTRA_JAX_SOURCE': str(REPO),
-      'ELECTRA_JAX_CORPUS': f'wiki:{data}/wikipedia/AA/wiki_00',
-      'ELECTRA_JAX_VOCAB': str(data / 'vocab' / 'bert-base-uncased-vocab.txt'),
-      'ELECTRA_JAX_CONFIG': 'configs/tiny.py',
-      'ELECTRA_JAX_STEPS': '50',
-      'ELECTRA_JAX_SEQ_LENGTH': '64',
-      'ELECTRA_JAX_OVERRIDES': '',
-      'ELECTRA_JAX_WORK': str(work),
+    'ELECTRA_JAX_SOURCE': str(REPO),
+    'ELECTRA_JAX_CORPUS': f'wiki:{data}/wikipedia/AA/wiki_00',
+    'ELECTRA_JAX_VOCAB': str(data / 'vocab' / 'bert-base-uncased-vocab.txt'),
+    'ELECTRA_JAX_CONFIG': 'configs/tiny.py',
+    'ELECTRA_JAX_STEPS': '50',
+    'ELECTRA_JAX_SEQ_LENGTH': '64',
+    'ELECTRA_JAX_OVERRIDES': '',
+    'ELECTRA_JAX_WORK': str(work),
   }
   with pytest.MonkeyPatch.context() as patch:
     for name, value in {**settings, 'JAX_PLATFORMS': 'cpu'}.items():
       patch.setenv(name, value)
-    client = nbclient.NotebookClient(notebook, timeout=600, kernel_name='python3',
-                                     resources={'metadata': {'path': str(work.parent)}})
+    client = nbclient.NotebookClient(
+      notebook,
+      timeout=600,
+      kernel_name='python3',
+      resources={'metadata': {'path': str(work.parent)}},
+    )
     try:
       client.execute()
     except nbclient.exceptions.CellExecutionError as e:
       pytest.fail(f'{NOTEBOOK.name} failed in a cell: {e}')
-  text = '\n'.join(output.get('text', '') for cell in notebook.cells if cell.cell_type == 'code'
-                   for output in cell.get('outputs', []) if output.get('output_type') == 'stream')
+  text = '\n'.join(
+    output.get('text', '')
+    for cell in notebook.cells
+    if cell.cell_type == 'code'
+    for output in cell.get('outputs', [])
+    if output.get('output_type') == 'stream'
+  )
   return work, text
 
 
@@ -86,11 +100,18 @@ def test_finetuned_tiny_model_beats_chance_on_sst2(pretrained_workdir, tmp_path)
   out = tmp_path / 'sst2'
   # 4,000 of SST-2's 67k training sentences for 2 epochs; the tiny model's
   # 2 layers take the full learning rate (no layer-wise decay).
-  result = _finetune('--task=SST-2', f'--glue_dir={data_dir() / "glue"}',
-                     f'--init={pretrained_workdir}', f'--workdir={out}',
-                     '--config.max_train_examples=4000', '--config.num_train_epochs=2',
-                     '--config.max_seq_length=64', '--config.learning_rate=1e-3',
-                     '--config.layerwise_lr_decay=1.0', '--config.num_seeds=1')
+  result = _finetune(
+    '--task=SST-2',
+    f'--glue_dir={data_dir() / "glue"}',
+    f'--init={pretrained_workdir}',
+    f'--workdir={out}',
+    '--config.max_train_examples=4000',
+    '--config.num_train_epochs=2',
+    '--config.max_seq_length=64',
+    '--config.learning_rate=1e-3',
+    '--config.layerwise_lr_decay=1.0',
+    '--config.num_seeds=1',
+  )
   assert result.returncode == 0, result.stderr[-3000:]
   last = result.stdout.strip().splitlines()[-1]
   print(result.stdout)
@@ -112,7 +133,8 @@ def test_finetuned_tiny_model_beats_chance_on_sst2(pretrained_workdir, tmp_path)
   # (positive) or 428 of the 872 dev sentences carry.
   constant = results['constant_baseline']
   assert constant['dev']['dev']['accuracy'] == pytest.approx(
-      {'1': 444 / 872, '0': 428 / 872}[constant['answer']])
+    {'1': 444 / 872, '0': 428 / 872}[constant['answer']]
+  )
   row = ['always', constant['answer'], f'{constant["dev"]["dev"]["accuracy"]:.4f}']
   assert row in [line.split() for line in result.stdout.splitlines()], result.stdout
   submission = (out / 'seed_0' / 'SST-2.tsv').read_text().splitlines()
@@ -124,9 +146,15 @@ def test_finetuned_tiny_model_beats_chance_on_sst2(pretrained_workdir, tmp_path)
 
 def test_probe_scores_each_layer_of_the_pretrained_model(pretrained_workdir, tmp_path):
   out = tmp_path / 'probe.json'
-  result = _run('electra_jax.probe', '--task=sst-2', f'--glue_dir={data_dir() / "glue"}',
-                f'--init={pretrained_workdir}', '--config.max_train_examples=8000',
-                '--config.max_seq_length=64', f'--output={out}')
+  result = _run(
+    'electra_jax.probe',
+    '--task=sst-2',
+    f'--glue_dir={data_dir() / "glue"}',
+    f'--init={pretrained_workdir}',
+    '--config.max_train_examples=8000',
+    '--config.max_seq_length=64',
+    f'--output={out}',
+  )
   assert result.returncode == 0, result.stderr[-3000:]
   print(result.stdout)
   assert result.stdout.strip().splitlines()[-1].startswith('sst-2 best probe: ')
@@ -148,12 +176,18 @@ def test_bad_inputs_get_one_clear_line(colab_run, pretrained_workdir, tmp_path):
   glue_dir = tmp_path / 'glue'
   (glue_dir / 'RTE').mkdir(parents=True)
   (glue_dir / 'RTE' / 'train.tsv').write_text(
-      'index\tsentence1\tsentence2\tlabel\n0\tA cat.\tAn animal.\tentailment\n1\tbroken row\n')
+    'index\tsentence1\tsentence2\tlabel\n0\tA cat.\tAn animal.\tentailment\n1\tbroken row\n'
+  )
   common = (f'--init={pretrained_workdir}', f'--workdir={tmp_path / "out"}')
   result = _finetune('--task=rte', f'--glue_dir={glue_dir}', *common)
   assert result.returncode == 2
-  assert result.stderr.strip().splitlines()[-1].startswith(
-      f'error: {glue_dir}/RTE/train.tsv:3: 2 tab-separated fields, but rte needs at least 4')
+  assert (
+    result.stderr.strip()
+    .splitlines()[-1]
+    .startswith(
+      f'error: {glue_dir}/RTE/train.tsv:3: 2 tab-separated fields, but rte needs at least 4'
+    )
+  )
 
   result = _finetune('--task=cola', f'--glue_dir={glue_dir}', *common)
   assert result.returncode == 2
@@ -165,7 +199,8 @@ def test_bad_inputs_get_one_clear_line(colab_run, pretrained_workdir, tmp_path):
   shutil.copytree(colab_run[0] / 'hf', hf)
   with open(data_dir() / 'vocab' / 'bert-base-uncased-vocab.txt') as f:
     (hf / 'vocab.txt').write_text(''.join(f.readlines()[:1000]))
-  result = _finetune('--task=rte', f'--glue_dir={glue_dir}', f'--init={hf}',
-                     f'--workdir={tmp_path / "out2"}')
+  result = _finetune(
+    '--task=rte', f'--glue_dir={glue_dir}', f'--init={hf}', f'--workdir={tmp_path / "out2"}'
+  )
   assert result.returncode == 2
   assert 'the tokenizer has 1000 ids but the model 30522' in result.stderr

@@ -18,14 +18,17 @@ def _compiled_step_flops(config) -> float:
   return (analysis[0] if isinstance(analysis, list) else analysis)['flops']
 
 
-@pytest.mark.parametrize('overrides', [
+@pytest.mark.parametrize(
+  'overrides',
+  [
     dict(),  # ELECTRA-Small shapes: embedding 128 != hidden 256, 1/4 generator.
     dict(max_seq_length=256, generator_hidden_fraction=1.0),
     dict(objective='electra_15'),
     dict(objective='mlm'),
     dict(objective='replace_mlm'),
     dict(objective='all_tokens_mlm'),
-])
+  ],
+)
 def test_formula_matches_xla_cost_analysis(overrides):
   config = small.get_config()
   config.batch_size = 4
@@ -57,8 +60,7 @@ def test_peak_table():
 
 def test_peak_of_a_device_list():
   # Accelerators: the listed peak, once per device.
-  chips = [types.SimpleNamespace(device_kind='TPU v5 lite', process_index=i // 4)
-           for i in range(8)]
+  chips = [types.SimpleNamespace(device_kind='TPU v5 lite', process_index=i // 4) for i in range(8)]
   assert flops.peak_flops(chips) == (8 * 197e12, 'listed bf16 peak')
   # CPU devices of one process share its cores: one measured peak, not one per device.
   peak, source = flops.peak_flops(jax.devices())

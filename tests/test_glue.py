@@ -17,12 +17,23 @@ def _glue() -> str:
   return str(data_dir() / 'glue')
 
 
-@pytest.mark.parametrize('task, split, rows, labelled', [
-    ('cola', 'train', 8551, True), ('cola', 'dev', 1043, True), ('cola', 'test', 1063, False),
-    ('SST-2', 'train', 67349, True), ('sst2', 'dev', 872, True), ('sst-2', 'test', 1821, False),
-    ('MRPC', 'train', 3668, True), ('mrpc', 'dev', 408, True), ('mrpc', 'test', 1725, False),
-    ('wnli', 'train', 635, True), ('wnli', 'dev', 71, True), ('wnli', 'test', 146, False),
-])
+@pytest.mark.parametrize(
+  'task, split, rows, labelled',
+  [
+    ('cola', 'train', 8551, True),
+    ('cola', 'dev', 1043, True),
+    ('cola', 'test', 1063, False),
+    ('SST-2', 'train', 67349, True),
+    ('sst2', 'dev', 872, True),
+    ('sst-2', 'test', 1821, False),
+    ('MRPC', 'train', 3668, True),
+    ('mrpc', 'dev', 408, True),
+    ('mrpc', 'test', 1725, False),
+    ('wnli', 'train', 635, True),
+    ('wnli', 'dev', 71, True),
+    ('wnli', 'test', 146, False),
+  ],
+)
 def test_real_task_files(task, split, rows, labelled):
   t = glue.get_task(task)
   examples = glue.read_split(t, _glue(), split)
@@ -51,36 +62,75 @@ def _write(tmp_path, folder: str, name: str, lines: list[str]) -> str:
 
 
 def test_other_layouts_as_glue_ships_them(tmp_path):
-  _write(tmp_path, 'STS-B', 'dev.tsv', [
+  _write(
+    tmp_path,
+    'STS-B',
+    'dev.tsv',
+    [
       'index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2\tscore',
-      '0\tmain-captions\tMSRvid\t2012test\t0000\tnone\tnone\tA man plays.\tA man is playing.\t4.6'])
+      '0\tmain-captions\tMSRvid\t2012test\t0000\tnone\tnone\tA man plays.\tA man is playing.\t4.6',
+    ],
+  )
   sts = glue.read_split(glue.get_task('STS-B'), str(tmp_path), 'dev')
   assert (sts.text_a, sts.text_b) == (['A man plays.'], ['A man is playing.'])
   assert sts.labels.dtype == np.float32 and sts.labels[0] == pytest.approx(4.6)
 
-  header = '\t'.join(['index', 'promptID', 'pairID', 'genre', 's1b', 's2b', 's1p', 's2p',
-                      'sentence1', 'sentence2', 'label1', 'gold_label'])
-  _write(tmp_path, 'MNLI', 'dev_mismatched.tsv',
-         [header, '\t'.join(['0', '1', '2', 'g', 'x', 'x', 'x', 'x', 'A cat.', 'An animal.',
-                             'entailment', 'entailment'])])
+  header = '\t'.join(
+    [
+      'index',
+      'promptID',
+      'pairID',
+      'genre',
+      's1b',
+      's2b',
+      's1p',
+      's2p',
+      'sentence1',
+      'sentence2',
+      'label1',
+      'gold_label',
+    ]
+  )
+  _write(
+    tmp_path,
+    'MNLI',
+    'dev_mismatched.tsv',
+    [
+      header,
+      '\t'.join(
+        ['0', '1', '2', 'g', 'x', 'x', 'x', 'x', 'A cat.', 'An animal.', 'entailment', 'entailment']
+      ),
+    ],
+  )
   mnli = glue.read_split(glue.get_task('mnli'), str(tmp_path), 'dev_mismatched')
   assert mnli.text_b == ['An animal.'] and mnli.labels.tolist() == [1]
 
   _write(tmp_path, 'QQP', 'test.tsv', ['id\tquestion1\tquestion2', '7\tWhy?\tHow?'])
   qqp = glue.read_split(glue.get_task('qqp'), str(tmp_path), 'test')
   assert (qqp.ids, qqp.text_a, qqp.text_b) == (['7'], ['Why?'], ['How?'])
-  _write(tmp_path, 'RTE', 'train.tsv', ['index\tsentence1\tsentence2\tlabel',
-                                        '0\tIt rains.\tIt is dry.\tnot_entailment'])
+  _write(
+    tmp_path,
+    'RTE',
+    'train.tsv',
+    ['index\tsentence1\tsentence2\tlabel', '0\tIt rains.\tIt is dry.\tnot_entailment'],
+  )
   assert glue.read_split(glue.get_task('rte'), str(tmp_path), 'train').labels.tolist() == [1]
 
 
-@pytest.mark.parametrize('lines, message', [
-    (['index\tsentence1\tsentence2\tlabel', '0\tonly two fields'],
-     r'RTE/train.tsv:2: 2 tab-separated fields, but rte needs at least 4'),
-    (['index\tsentence1\tsentence2\tlabel', '0\ta\tb\tentailment', '1\ta\tb\tmaybe'],
-     r"RTE/train.tsv:3: label 'maybe' is not one of rte's labels"),
+@pytest.mark.parametrize(
+  'lines, message',
+  [
+    (
+      ['index\tsentence1\tsentence2\tlabel', '0\tonly two fields'],
+      r'RTE/train.tsv:2: 2 tab-separated fields, but rte needs at least 4',
+    ),
+    (
+      ['index\tsentence1\tsentence2\tlabel', '0\ta\tb\tentailment', '1\ta\tb\tmaybe'],
+      r"RTE/train.tsv:3: label 'maybe' is not one of rte's labels",
+    ),
     (['index\tsentence1\tsentence2\tlabel'], r'RTE/train.tsv: no examples'),
-])
+  ],
+)
 def test_bad_rows_name_file_and_line(tmp_path, lines, message):
   _write(tmp_path, 'RTE', 'train.tsv', lines)
   with pytest.raises(glue.GlueDataError, match=message):
@@ -88,10 +138,17 @@ def test_bad_rows_name_file_and_line(tmp_path, lines, message):
 
 
 def test_bad_scores_missing_files_and_unknown_tasks(tmp_path):
-  _write(tmp_path, 'STS-B', 'train.tsv', ['h\th\th\th\th\th\th\th\th\th',
-                                          '0\tg\tf\ty\t0\ts\ts\tA.\tB.\t7.5'])
-  with pytest.raises(glue.GlueDataError, match=r"STS-B/train.tsv:2: score '7.5' is not a "
-                                               r'number in \[0.0, 5.0\]'):
+  _write(
+    tmp_path,
+    'STS-B',
+    'train.tsv',
+    ['h\th\th\th\th\th\th\th\th\th', '0\tg\tf\ty\t0\ts\ts\tA.\tB.\t7.5'],
+  )
+  with pytest.raises(
+    glue.GlueDataError,
+    match=r"STS-B/train.tsv:2: score '7.5' is not a "
+    r'number in \[0.0, 5.0\]',
+  ):
     glue.read_split(glue.get_task('sts-b'), str(tmp_path), 'train')
   with pytest.raises(glue.GlueDataError, match=r'CoLA/dev.tsv: no such file'):
     glue.read_split(glue.get_task('cola'), str(tmp_path), 'dev')
@@ -101,9 +158,11 @@ def test_bad_scores_missing_files_and_unknown_tasks(tmp_path):
 
 def test_features_follow_bert_layout():
   tokenizer = tokenizers.WordPieceTokenizer(
-      str(data_dir() / 'vocab' / 'bert-base-uncased-vocab.txt'))
-  examples = glue.Examples(['the cat sat on the mat', 'hi'], ['a dog', 'there'],
-                           np.array([1, 0], np.int32), ['0', '1'])
+    str(data_dir() / 'vocab' / 'bert-base-uncased-vocab.txt')
+  )
+  examples = glue.Examples(
+    ['the cat sat on the mat', 'hi'], ['a dog', 'there'], np.array([1, 0], np.int32), ['0', '1']
+  )
   f = features.encode(examples, tokenizer, max_seq_length=8)
   cls, sep = tokenizer.cls_id, tokenizer.sep_id
   # The longer text is cut first: 6 + 2 tokens in a budget of 5.
@@ -113,15 +172,21 @@ def test_features_follow_bert_layout():
   assert f['attention_mask'][1].tolist() == [1, 1, 1, 1, 1, 0, 0, 0]
   assert f['token_type_ids'][1].tolist() == [0, 0, 0, 1, 1, 0, 0, 0]
   swapped = features.encode(examples, tokenizer, max_seq_length=8, swap=True)
-  assert swapped['input_ids'][1].tolist()[:5] == [cls, *tokenizer.encode(['there'])[0], sep,
-                                                  *tokenizer.encode(['hi'])[0], sep]
+  assert swapped['input_ids'][1].tolist()[:5] == [
+    cls,
+    *tokenizer.encode(['there'])[0],
+    sep,
+    *tokenizer.encode(['hi'])[0],
+    sep,
+  ]
   single = features.encode(glue.Examples(['hello world'], None, None, ['0']), tokenizer, 8)
   assert single['token_type_ids'].sum() == 0 and single['attention_mask'].sum() == 4
 
 
 def test_trimmed_padding_changes_no_output():
   tokenizer = tokenizers.WordPieceTokenizer(
-      str(data_dir() / 'vocab' / 'bert-base-uncased-vocab.txt'))
+    str(data_dir() / 'vocab' / 'bert-base-uncased-vocab.txt')
+  )
   sentences = glue.read_split(glue.get_task('sst-2'), _glue(), 'dev')
   rows = features.encode(sentences, tokenizer, max_seq_length=64)
   lengths = rows['attention_mask'].sum(-1)
@@ -129,8 +194,10 @@ def test_trimmed_padding_changes_no_output():
   assert lengths[short].max() <= 16 and 32 < lengths[long].max() <= 64
   cut = lambda idx: features.trim_padding({k: v[idx] for k, v in rows.items()}, 64)
   assert cut(short)['input_ids'].shape == (4, 16) and cut(long)['input_ids'].shape == (4, 64)
-  assert features.trim_padding({k: v[long] for k, v in rows.items()}, 48)['input_ids'].shape \
-      == (4, 48)
+  assert features.trim_padding({k: v[long] for k, v in rows.items()}, 48)['input_ids'].shape == (
+    4,
+    48,
+  )
 
   # Attention ignores padded keys: every output of the trimmed batch is the
   # padded batch's (a few float32 ulps apart, from shorter reductions).
@@ -138,8 +205,9 @@ def test_trimmed_padding_changes_no_output():
   config.model.vocab_size = tokenizer.vocab_size
   model = SequenceClassifier(config_lib.discriminator_config(config), num_outputs=2)
   padded = {k: v[short] for k, v in rows.items()}
-  params = model.init(jax.random.key(0), padded['input_ids'], padded['token_type_ids'],
-                      padded['attention_mask'])
+  params = model.init(
+    jax.random.key(0), padded['input_ids'], padded['token_type_ids'], padded['attention_mask']
+  )
   apply = lambda b: model.apply(params, b['input_ids'], b['token_type_ids'], b['attention_mask'])
   np.testing.assert_allclose(apply(cut(short)), apply(padded), rtol=1e-5, atol=1e-6)
 
@@ -154,7 +222,9 @@ def test_submission_files(tmp_path):
   assert scores == {'f1': pytest.approx(0.8), 'accuracy': pytest.approx(2 / 3)}
 
 
-@pytest.mark.parametrize('task, answer, dev_scores', [
+@pytest.mark.parametrize(
+  'task, answer, dev_scores',
+  [
     # Train: 6,023 of 8,551 acceptable; always answering so has no correlation.
     ('cola', '1', {'mcc': 0.0}),
     ('sst-2', '1', {'accuracy': 444 / 872}),
@@ -162,7 +232,8 @@ def test_submission_files(tmp_path):
     ('mrpc', '1', {'f1': 558 / 687, 'accuracy': 279 / 408}),
     # WNLI's train leans the other way (323 of 635 are 0) and so does its dev (40 of 71).
     ('wnli', '0', {'accuracy': 40 / 71}),
-])
+  ],
+)
 def test_constant_baseline_on_the_real_tasks(task, answer, dev_scores):
   t = glue.get_task(task)
   train, dev = (glue.read_split(t, _glue(), split) for split in ('train', 'dev'))

@@ -28,14 +28,18 @@ def _model_and_params(**model_overrides):
 
 def _batch(real_token_rows, rows: int = 8):
   ids = jnp.asarray(real_token_rows[:rows])
-  return {'input_ids': ids, 'attention_mask': (ids != 0).astype(jnp.int32),
-          'token_type_ids': jnp.zeros_like(ids)}
+  return {
+    'input_ids': ids,
+    'attention_mask': (ids != 0).astype(jnp.int32),
+    'token_type_ids': jnp.zeros_like(ids),
+  }
 
 
 def _losses(config, model, params, batch, deterministic=True):
   obj = objectives.Settings.from_config(config, tokenizers.TRAINED_SPECIAL_IDS)
-  return objectives.pretraining_losses(params, batch, jax.random.key(1), model=model, obj=obj,
-                                deterministic=deterministic)
+  return objectives.pretraining_losses(
+    params, batch, jax.random.key(1), model=model, obj=obj, deterministic=deterministic
+  )
 
 
 def _unstack(params):
@@ -45,8 +49,7 @@ def _unstack(params):
     encoder = dict(params[network])
     stacked = encoder.pop('layers')
     count = jax.tree.leaves(stacked)[0].shape[0]
-    encoder.update({f'layer_{i}': jax.tree.map(lambda x, i=i: x[i], stacked)
-                    for i in range(count)})
+    encoder.update({f'layer_{i}': jax.tree.map(lambda x, i=i: x[i], stacked) for i in range(count)})
     out[network] = encoder
   return out
 
@@ -75,8 +78,10 @@ def test_scan_and_unrolled_layers_give_the_same_outputs(real_token_rows):
   # layers fold in their names, so the two draw different (equally valid) masks.
   a = jax.jit(lambda p: _losses(config, scanned, p, batch))(params)
   b = jax.jit(lambda p: _losses(config, unrolled, p, batch))(converted)
-  print(f'scan vs unrolled: MLM {float(a[0]):.6f} / {float(b[0]):.6f}, '
-        f'discriminator {float(a[1]):.6f} / {float(b[1]):.6f}')
+  print(
+    f'scan vs unrolled: MLM {float(a[0]):.6f} / {float(b[0]):.6f}, '
+    f'discriminator {float(a[1]):.6f} / {float(b[1]):.6f}'
+  )
   np.testing.assert_allclose(a[0], b[0], rtol=1e-6)
   np.testing.assert_allclose(a[1], b[1], rtol=1e-6)
 
@@ -100,19 +105,22 @@ def test_all_layers_stacks_the_input_and_each_layers_output(real_token_rows):
   unrolled_cfg = dataclasses.replace(cfg, scan_layers=False)
   batch = _batch(real_token_rows, rows=4)
   embedded = model_lib.Embeddings(cfg).apply(
-      {'params': params['embeddings']}, batch['input_ids'], batch['token_type_ids'], True)
+    {'params': params['embeddings']}, batch['input_ids'], batch['token_type_ids'], True
+  )
   project = params['discriminator']['embeddings_project']
   x = embedded @ project['kernel'] + project['bias']
   expected = [x]
   layers = _unstack(params)['discriminator']
   for i in range(cfg.num_layers):
     x, _ = model_lib.EncoderLayer(unrolled_cfg).apply(
-        {'params': layers[f'layer_{i}']}, x, batch['attention_mask'], True)
+      {'params': layers[f'layer_{i}']}, x, batch['attention_mask'], True
+    )
     expected.append(x)
   for encoder_cfg, encoder_params in ((cfg, params['discriminator']), (unrolled_cfg, layers)):
     encoder = model_lib.Encoder(encoder_cfg)
-    stacked = encoder.apply({'params': encoder_params}, embedded, batch['attention_mask'], True,
-                            all_layers=True)
+    stacked = encoder.apply(
+      {'params': encoder_params}, embedded, batch['attention_mask'], True, all_layers=True
+    )
     assert stacked.shape == (cfg.num_layers + 1, *x.shape)
     np.testing.assert_allclose(stacked, np.stack(expected), rtol=1e-5, atol=1e-5)
     last = encoder.apply({'params': encoder_params}, embedded, batch['attention_mask'], True)
@@ -127,8 +135,10 @@ def test_remat_does_not_change_gradients(real_token_rows):
 
   def all_grads(p):
     # Dropout on: recomputation must redraw the same masks.
-    return [jax.grad(lambda q, m=m: sum(_losses(config, m, q, batch, deterministic=False)[:2]))(p)
-            for m in models]
+    return [
+      jax.grad(lambda q, m=m: sum(_losses(config, m, q, batch, deterministic=False)[:2]))(p)
+      for m in models
+    ]
 
   reference, *rematerialised = jax.jit(all_grads)(params)  # One compile for all three.
   for policy, grads in zip(policies[1:], rematerialised):
@@ -165,9 +175,15 @@ def test_fused_attention_matches_explicit_on_padded_rows(real_token_rows):
   # Real rows cut to different lengths, the rest padding.
   lengths = np.array([64, 50, 37, 20, 64, 9, 33, 60])[:, None]
   batch = _batch(np.where(np.arange(64) < lengths, real_token_rows[:8], 0))
-  logits = lambda m: jax.jit(lambda p: m.apply(
-      {'params': p}, batch['input_ids'], batch['token_type_ids'], batch['attention_mask'],
-      method=m.discriminator_logits))(params)
+  logits = lambda m: jax.jit(
+    lambda p: m.apply(
+      {'params': p},
+      batch['input_ids'],
+      batch['token_type_ids'],
+      batch['attention_mask'],
+      method=m.discriminator_logits,
+    )
+  )(params)
   real = batch['attention_mask'] > 0
   np.testing.assert_allclose(logits(fused)[real], logits(explicit)[real], rtol=1e-5, atol=1e-5)
   a = jax.jit(lambda p: _losses(config, explicit, p, batch))(params)
@@ -181,12 +197,14 @@ def test_cudnn_attention_lowers_for_a_gpu(real_token_rows, monkeypatch):
   # CUDA. A padding mask given as a [B, 1, 1, L] mask failed here.
   monkeypatch.setattr(fused_attention_stablehlo, 'check_cudnn_version', lambda: 91000)
   monkeypatch.setattr(fused_attention_stablehlo, 'check_compute_capability', lambda _: True)
-  config, model, params = _model_and_params(attention_dropout_rate=0.0, attention_impl='cudnn',
-                                            dtype='bfloat16')
+  config, model, params = _model_and_params(
+    attention_dropout_rate=0.0, attention_impl='cudnn', dtype='bfloat16'
+  )
   obj = objectives.Settings.from_config(config, tokenizers.TRAINED_SPECIAL_IDS)
   gradients = jax.jit(functools.partial(objectives.pretraining_gradients, model=model, obj=obj))
   lowered = gradients.trace(params, _batch(real_token_rows), jax.random.key(0)).lower(
-      lowering_platforms=('cuda',))
+    lowering_platforms=('cuda',)
+  )
   text = lowered.as_text()
   assert '@__cudnn$fmhaSoftmax(' in text and '@__cudnn$fmhaSoftmaxBackward(' in text
   assert '\\22mask_type\\22: \\22PADDING\\22' in text

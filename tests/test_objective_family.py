@@ -35,33 +35,43 @@ def _batch(rows=4, length=64, vocab=2000, seed=0):
   attention_mask[1, 40:] = 0
   ids[1, 40:] = SPECIAL.pad
   ids[1, 39] = SPECIAL.sep
-  return {'input_ids': jnp.asarray(ids), 'attention_mask': jnp.asarray(attention_mask),
-          'token_type_ids': jnp.zeros_like(ids)}
+  return {
+    'input_ids': jnp.asarray(ids),
+    'attention_mask': jnp.asarray(attention_mask),
+    'token_type_ids': jnp.zeros_like(ids),
+  }
 
 
 def _setup(config, seed=0):
   """(model, params with random non-zero values everywhere, settings, batch)."""
   model = train.build_model(config)
   batch = _batch()
-  params = nn.meta.unbox(jax.jit(model.init)(
-      jax.random.key(seed), batch['input_ids'], batch['token_type_ids'],
-      batch['attention_mask'], jnp.zeros((4, 9), jnp.int32))['params'])
+  params = nn.meta.unbox(
+    jax.jit(model.init)(
+      jax.random.key(seed),
+      batch['input_ids'],
+      batch['token_type_ids'],
+      batch['attention_mask'],
+      jnp.zeros((4, 9), jnp.int32),
+    )['params']
+  )
   # GDES's residual tables start at zero; give every leaf a value that shows.
   leaves, tree = jax.tree.flatten(params)
   keys = jax.random.split(jax.random.key(seed + 1), len(leaves))
-  params = jax.tree.unflatten(tree, [x + 0.02 * jax.random.normal(k, x.shape)
-                                     for x, k in zip(leaves, keys)])
+  params = jax.tree.unflatten(
+    tree, [x + 0.02 * jax.random.normal(k, x.shape) for x, k in zip(leaves, keys)]
+  )
   return model, params, objectives.Settings.from_config(config, SPECIAL), batch
 
 
 _VARIANTS = {
-    'electra_15': dict(objective='electra_15'),
-    'mlm': dict(objective='mlm'),
-    'replace_mlm': dict(objective='replace_mlm'),
-    'all_tokens_mlm': dict(objective='all_tokens_mlm'),
-    'gdes': dict(embedding_sharing='gdes'),
-    # The generator's gradients also reach the full-size encoder it shares.
-    'tied_generator': dict(tie_generator_to_discriminator=True, generator_hidden_fraction=1.0),
+  'electra_15': dict(objective='electra_15'),
+  'mlm': dict(objective='mlm'),
+  'replace_mlm': dict(objective='replace_mlm'),
+  'all_tokens_mlm': dict(objective='all_tokens_mlm'),
+  'gdes': dict(embedding_sharing='gdes'),
+  # The generator's gradients also reach the full-size encoder it shares.
+  'tied_generator': dict(tie_generator_to_discriminator=True, generator_hidden_fraction=1.0),
 }
 
 
@@ -72,14 +82,16 @@ def test_two_phase_gradients_are_those_of_the_weighted_losses(variant):
   rng = jax.random.key(3)
 
   def weighted(p):
-    gen_loss, main_loss, _ = objectives.pretraining_losses(p, batch, rng, model=model,
-                                                           obj=obj)
+    gen_loss, main_loss, _ = objectives.pretraining_losses(p, batch, rng, model=model, obj=obj)
     return obj.gen_weight * gen_loss + obj.main_weight * main_loss, (gen_loss, main_loss)
 
   # One jit, and one backward pass for the weighted sum: compiling is the cost here.
-  ((loss, (gen_loss, main_loss)), expected), (step_grads, metrics) = jax.jit(lambda p: (
+  ((loss, (gen_loss, main_loss)), expected), (step_grads, metrics) = jax.jit(
+    lambda p: (
       jax.value_and_grad(weighted, has_aux=True)(p),
-      objectives.pretraining_gradients(p, batch, rng, model=model, obj=obj)))(params)
+      objectives.pretraining_gradients(p, batch, rng, model=model, obj=obj),
+    )
+  )(params)
   for got, want in zip(jax.tree.leaves(step_grads), jax.tree.leaves(expected), strict=True):
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
   np.testing.assert_allclose(metrics['loss'], loss, rtol=1e-6)
@@ -96,14 +108,20 @@ def test_each_objective_trains_the_networks_it_names():
   assert names['electra'] == names['electra_15'] == rtd
   # BERT: one network and its MLM head, no generator.
   assert names['mlm'] == {'embeddings', 'discriminator', 'mlm_head'}
-  assert names['replace_mlm'] == {'embeddings', 'generator', 'generator_head', 'discriminator',
-                                  'mlm_head'}
+  assert names['replace_mlm'] == {
+    'embeddings',
+    'generator',
+    'generator_head',
+    'discriminator',
+    'mlm_head',
+  }
   assert names['all_tokens_mlm'] == names['replace_mlm'] | {'copy_head'}
   # The released code's switches.
   _, params, _, _ = _setup(_config(uniform_generator=True))
   assert set(params) == {'embeddings', 'discriminator', 'discriminator_head'}
-  _, params, _, _ = _setup(_config(tie_generator_to_discriminator=True,
-                                   generator_hidden_fraction=1.0))
+  _, params, _, _ = _setup(
+    _config(tie_generator_to_discriminator=True, generator_hidden_fraction=1.0)
+  )
   assert set(params) == rtd - {'generator'}
   config = _config(num_layers=4, generator_layers_fraction=0.5)
   assert config_lib.generator_config(config).num_layers == 2
@@ -113,28 +131,31 @@ def test_each_objective_trains_the_networks_it_names():
 def test_electra_15_counts_only_the_masked_positions():
   config = _config('electra_15')
   model, params, obj, batch = _setup(config)
-  out = objectives.pretraining_outputs(params, batch, jax.random.key(4), model=model, obj=obj,
-                                       deterministic=True)
+  out = objectives.pretraining_outputs(
+    params, batch, jax.random.key(4), model=model, obj=obj, deterministic=True
+  )
   weights = objectives.masked_position_weights(out.corruption.masked, 64)
   assert float(weights.sum()) == float(out.corruption.masked.weights.sum()) > 0
   # The loss's weights are zero off the masked positions: its gradient there is zero.
-  grad = jax.grad(lambda logits: objectives.discriminator_loss(
-      logits, out.corruption.is_replaced, weights)[0])(out.main_logits)
+  grad = jax.grad(
+    lambda logits: objectives.discriminator_loss(logits, out.corruption.is_replaced, weights)[0]
+  )(out.main_logits)
   assert np.all(np.asarray(grad)[np.asarray(weights) == 0] == 0)
   assert np.all(np.asarray(grad)[np.asarray(weights) == 1] != 0)
   # And the pass's loss is that loss.
-  _, main_loss, _ = objectives.pretraining_losses(params, batch, jax.random.key(4), model=model,
-                                                  obj=obj, deterministic=True)
-  expected, _ = objectives.discriminator_loss(out.main_logits, out.corruption.is_replaced,
-                                              weights)
+  _, main_loss, _ = objectives.pretraining_losses(
+    params, batch, jax.random.key(4), model=model, obj=obj, deterministic=True
+  )
+  expected, _ = objectives.discriminator_loss(out.main_logits, out.corruption.is_replaced, weights)
   np.testing.assert_allclose(main_loss, expected, rtol=1e-6)
 
 
 @pytest.mark.parametrize('objective', ['replace_mlm', 'all_tokens_mlm', 'mlm'])
 def test_what_the_full_size_network_reads(objective):
   model, params, obj, batch = _setup(_config(objective))
-  out = objectives.pretraining_outputs(params, batch, jax.random.key(5), model=model, obj=obj,
-                                       deterministic=True)
+  out = objectives.pretraining_outputs(
+    params, batch, jax.random.key(5), model=model, obj=obj, deterministic=True
+  )
   c = out.corruption
   rows = np.arange(4)[:, None]
   used = np.asarray(c.masked.weights) > 0
@@ -161,8 +182,9 @@ def test_all_tokens_mlm_copies_with_probability_d():
   mlm_logits = jnp.asarray(rng.normal(size=(2, 5, 11)) * 3, jnp.float32)
   copy_logits = jnp.asarray(rng.normal(size=(2, 5)) * 2, jnp.float32)
   inputs = jnp.asarray(rng.integers(0, 11, (2, 5)), jnp.int32)
-  probs = np.exp(np.asarray(objectives.copy_mixture_log_probs(mlm_logits, copy_logits, inputs),
-                            np.float64))
+  probs = np.exp(
+    np.asarray(objectives.copy_mixture_log_probs(mlm_logits, copy_logits, inputs), np.float64)
+  )
   np.testing.assert_allclose(probs.sum(-1), 1, rtol=1e-5)
   d = 1 / (1 + np.exp(-np.asarray(copy_logits, np.float64)))
   softmax = np.exp(mlm_logits) / np.exp(mlm_logits).sum(-1, keepdims=True)
@@ -174,11 +196,20 @@ def test_all_tokens_mlm_copies_with_probability_d():
 def _masked_rows(rows=256, length=16, vocab=50):
   ids = np.random.default_rng(1).integers(5, vocab, (rows, length)).astype(np.int32)
   ids[:, 0], ids[:, -1] = SPECIAL.cls, SPECIAL.sep
-  batch = {'input_ids': jnp.asarray(ids), 'attention_mask': jnp.ones_like(ids),
-           'token_type_ids': jnp.zeros_like(ids)}
-  masked = objectives.mask_tokens(jax.random.key(2), batch['input_ids'],
-                                  batch['attention_mask'], SPECIAL, mask_prob=0.5,
-                                  mask_token_prob=0.85, max_predictions=8)
+  batch = {
+    'input_ids': jnp.asarray(ids),
+    'attention_mask': jnp.ones_like(ids),
+    'token_type_ids': jnp.zeros_like(ids),
+  }
+  masked = objectives.mask_tokens(
+    jax.random.key(2),
+    batch['input_ids'],
+    batch['attention_mask'],
+    SPECIAL,
+    mask_prob=0.5,
+    mask_token_prob=0.85,
+    max_predictions=8,
+  )
   return batch, masked
 
 
@@ -186,10 +217,18 @@ def test_uniform_generator_samples_uniformly():
   stats = require('scipy.stats')
   vocab = 50
   batch, masked = _masked_rows(vocab=vocab)
-  obj = objectives.Settings(name='electra', special=SPECIAL, mask_prob=0.5,
-                            mask_token_prob=0.85, max_predictions=8, temperature=1.0,
-                            gen_weight=1.0, disc_weight=50.0, uniform_generator=True,
-                            vocab_size=vocab)
+  obj = objectives.Settings(
+    name='electra',
+    special=SPECIAL,
+    mask_prob=0.5,
+    mask_token_prob=0.85,
+    max_predictions=8,
+    temperature=1.0,
+    gen_weight=1.0,
+    disc_weight=50.0,
+    uniform_generator=True,
+    vocab_size=vocab,
+  )
   c = objectives.sample_and_corrupt(jax.random.key(3), batch, masked, None, obj)
   samples = np.asarray(c.sampled)[np.asarray(masked.weights) > 0]
   counts = np.bincount(samples, minlength=vocab)
@@ -205,15 +244,24 @@ def test_disallow_correct_never_samples_the_original():
   batch, masked = _masked_rows()
   # A generator certain of the original token.
   logits = jax.nn.one_hot(masked.labels, 50) * 30.0
-  kwargs = dict(name='electra', special=SPECIAL, mask_prob=0.5, mask_token_prob=0.85,
-                max_predictions=8, temperature=1.0, gen_weight=1.0, disc_weight=50.0)
+  kwargs = dict(
+    name='electra',
+    special=SPECIAL,
+    mask_prob=0.5,
+    mask_token_prob=0.85,
+    max_predictions=8,
+    temperature=1.0,
+    gen_weight=1.0,
+    disc_weight=50.0,
+  )
   used = np.asarray(masked.weights) > 0
-  allowed = objectives.sample_and_corrupt(jax.random.key(3), batch, masked, logits,
-                                          objectives.Settings(**kwargs))
+  allowed = objectives.sample_and_corrupt(
+    jax.random.key(3), batch, masked, logits, objectives.Settings(**kwargs)
+  )
   assert np.mean(np.asarray(allowed.sampled)[used] == np.asarray(masked.labels)[used]) > 0.99
   disallowed = objectives.sample_and_corrupt(
-      jax.random.key(3), batch, masked, logits,
-      objectives.Settings(**kwargs, disallow_correct=True))
+    jax.random.key(3), batch, masked, logits, objectives.Settings(**kwargs, disallow_correct=True)
+  )
   assert not np.any(np.asarray(disallowed.sampled)[used] == np.asarray(masked.labels)[used])
   # So every masked position counts as replaced.
   assert int(disallowed.is_replaced.sum()) == int(used.sum())
@@ -229,11 +277,11 @@ def test_gdes_disentangles_the_embedding_gradients():
   assert {'embeddings', 'discriminator_embeddings'} <= set(params)
 
   def loss(index):
-    return lambda p: objectives.pretraining_losses(p, batch, jax.random.key(6), model=model,
-                                                   obj=obj)[index]
+    return lambda p: objectives.pretraining_losses(
+      p, batch, jax.random.key(6), model=model, obj=obj
+    )[index]
 
-  gen_grads, disc_grads = jax.jit(lambda p: (jax.grad(loss(0))(p), jax.grad(loss(1))(p)))(
-      params)
+  gen_grads, disc_grads = jax.jit(lambda p: (jax.grad(loss(0))(p), jax.grad(loss(1))(p)))(params)
   # The discriminator's loss never reaches the shared tables, the MLM loss never the
   # residual ones; each reaches its own.
   assert _all_zero(disc_grads['embeddings'])

@@ -17,15 +17,21 @@ def _batch(lengths, max_len=64, vocab=500, seed=0):
   ids = np.zeros((len(lengths), max_len), np.int32)
   for row, n in enumerate(lengths):
     ids[row, 0] = SPECIAL.cls
-    ids[row, 1:n - 1] = rng.integers(5, vocab, n - 2)
+    ids[row, 1 : n - 1] = rng.integers(5, vocab, n - 2)
     ids[row, n - 1] = SPECIAL.sep
   return jnp.asarray(ids), jnp.asarray((ids != 0).astype(np.int32))
 
 
 def _mask(rng, ids, attention_mask, max_predictions=10, mask_prob=0.15, mask_token_prob=0.85):
-  return objectives.mask_tokens(rng, ids, attention_mask, SPECIAL, mask_prob=mask_prob,
-                               mask_token_prob=mask_token_prob,
-                               max_predictions=max_predictions)
+  return objectives.mask_tokens(
+    rng,
+    ids,
+    attention_mask,
+    SPECIAL,
+    mask_prob=mask_prob,
+    mask_token_prob=mask_token_prob,
+    max_predictions=max_predictions,
+  )
 
 
 def test_mask_count_specials_and_duplicates():
@@ -84,8 +90,7 @@ def test_mask_is_deterministic_per_key():
 def test_mask_positions_are_uniform():
   ids, attention_mask = _batch([12] * 4000, max_len=12, seed=4)
   masked = _mask(jax.random.key(4), ids, attention_mask, max_predictions=2, mask_prob=0.2)
-  counts = np.bincount(np.asarray(masked.positions)[np.asarray(masked.weights) > 0],
-                       minlength=12)
+  counts = np.bincount(np.asarray(masked.positions)[np.asarray(masked.weights) > 0], minlength=12)
   assert counts[0] == counts[11] == 0
   inner = counts[1:11] / counts[1:11].sum()
   np.testing.assert_allclose(inner, 0.1, atol=0.01)
@@ -141,9 +146,12 @@ def test_mlm_loss_matches_manual_cross_entropy():
   logits = rng.normal(size=(2, 3, 7)).astype(np.float32)
   labels = np.array([[1, 2, 3], [4, 5, 6]], np.int32)
   weights = np.array([[1, 1, 0], [1, 0, 0]], np.float32)
-  masked = objectives.MaskedBatch(input_ids=jnp.zeros((2, 5), jnp.int32),
-                                 positions=jnp.zeros((2, 3), jnp.int32),
-                                 weights=jnp.asarray(weights), labels=jnp.asarray(labels))
+  masked = objectives.MaskedBatch(
+    input_ids=jnp.zeros((2, 5), jnp.int32),
+    positions=jnp.zeros((2, 3), jnp.int32),
+    weights=jnp.asarray(weights),
+    labels=jnp.asarray(labels),
+  )
   loss, metrics = objectives.mlm_loss(jnp.asarray(logits), masked)
   logp = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
   nll = -np.take_along_axis(logp, labels[..., None], -1)[..., 0]

@@ -22,16 +22,22 @@ from tests.test_checkpointing import (
 from tests.test_train import run_main
 
 # One layer per network: the compile is what each of the runs below mostly spends.
-_STEPS = ('--config.num_train_steps=10', '--config.checkpoint.every_steps=5',
-          '--config.model.num_layers=1')
+_STEPS = (
+  '--config.num_train_steps=10',
+  '--config.checkpoint.every_steps=5',
+  '--config.model.num_layers=1',
+)
 
 
-@pytest.mark.parametrize('objective, extra', [
+@pytest.mark.parametrize(
+  'objective, extra',
+  [
     ('electra_15', ()),
     ('mlm', ()),
     ('replace_mlm', ('--config.model.embedding_sharing=gdes',)),
     ('all_tokens_mlm', ()),
-])
+  ],
+)
 def test_objective_trains_resumes_exactly_and_exports(tmp_path, prepared_tiny, objective, extra):
   args = _args(prepared_tiny, *_STEPS, f'--config.objective.name={objective}', *extra)
   result = run_main(tmp_path / 'a', *args)
@@ -54,8 +60,18 @@ def test_objective_trains_resumes_exactly_and_exports(tmp_path, prepared_tiny, o
     np.testing.assert_array_equal(x, y)
 
   exported = subprocess.run(
-      [sys.executable, '-m', 'electra_jax.export', f'--workdir={tmp_path / "a"}',
-       f'--output={tmp_path / "hf"}'], cwd=REPO, capture_output=True, text=True, timeout=300)
+    [
+      sys.executable,
+      '-m',
+      'electra_jax.export',
+      f'--workdir={tmp_path / "a"}',
+      f'--output={tmp_path / "hf"}',
+    ],
+    cwd=REPO,
+    capture_output=True,
+    text=True,
+    timeout=300,
+  )
   assert exported.returncode == 0, exported.stderr[-3000:]
   assert (tmp_path / 'hf' / 'model.safetensors').exists()
 
@@ -63,10 +79,20 @@ def test_objective_trains_resumes_exactly_and_exports(tmp_path, prepared_tiny, o
     # Resuming as another objective, or starting from it, is refused, naming both.
     other = run_main(tmp_path / 'a', *_args(prepared_tiny, '--config.num_train_steps=20'))
     assert other.returncode == 2
-    assert ("error: objective.name: " in other.stderr and "objective 'mlm'" in other.stderr
-            and "objective 'electra'" in other.stderr), other.stderr[-2000:]
-    other = run_main(tmp_path / 'c', *_args(prepared_tiny, '--config.num_train_steps=2',
-                                            f'--config.checkpoint.init_from={tmp_path / "a"}'))
+    assert (
+      'error: objective.name: ' in other.stderr
+      and "objective 'mlm'" in other.stderr
+      and "objective 'electra'" in other.stderr
+    ), other.stderr[-2000:]
+    other = run_main(
+      tmp_path / 'c',
+      *_args(
+        prepared_tiny,
+        '--config.num_train_steps=2',
+        f'--config.checkpoint.init_from={tmp_path / "a"}',
+      ),
+    )
     assert other.returncode == 2
-    assert ("was pretrained with objective 'mlm', this run with 'electra'"
-            in other.stderr), other.stderr[-2000:]
+    assert "was pretrained with objective 'mlm', this run with 'electra'" in other.stderr, (
+      other.stderr[-2000:]
+    )

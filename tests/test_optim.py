@@ -29,15 +29,19 @@ def test_schedule_warms_up_and_decays_linearly():
   assert float(schedule(100)) == 0.0
 
 
-@pytest.mark.parametrize('epochs, num_train, batch_size, per_epoch, total', [
+@pytest.mark.parametrize(
+  'epochs, num_train, batch_size, per_epoch, total',
+  [
     (3, 67_349, 32, 2_104, 6_312),  # SST-2: 3 x 67,349 / 32 = 6,313.97 spilled a step.
     (10, 1_000, 32, 31, 310),  # 312 before, two steps into an 11th epoch.
     (3, 3_200, 32, 100, 300),
     (2.5, 100, 32, 3, 7),  # A fractional last epoch keeps its partial pass.
     (0.01, 64, 32, 2, 1),  # At least one step.
-])
-def test_finetuning_steps_end_whole_epochs_on_an_evaluation(epochs, num_train, batch_size,
-                                                            per_epoch, total):
+  ],
+)
+def test_finetuning_steps_end_whole_epochs_on_an_evaluation(
+  epochs, num_train, batch_size, per_epoch, total
+):
   assert finetune_train.train_steps(epochs, num_train, batch_size) == (per_epoch, total)
   evaluations = -(-total // per_epoch)  # run_seed evaluates after each (partial) pass.
   assert evaluations == max(1, int(np.ceil(epochs)))
@@ -47,11 +51,16 @@ def test_weight_decay_skips_layer_norm_and_biases():
   config = tiny.get_config()
   model = train.build_model(config)
   ids = jnp.zeros((1, 8), jnp.int32)
-  params = nn.meta.unbox(jax.eval_shape(model.init, jax.random.key(0), ids, ids, ids + 1,
-                                        jnp.zeros((1, 2), jnp.int32))['params'])
+  params = nn.meta.unbox(
+    jax.eval_shape(model.init, jax.random.key(0), ids, ids, ids + 1, jnp.zeros((1, 2), jnp.int32))[
+      'params'
+    ]
+  )
   mask = optim.weight_decay_mask(params)
-  flat = {'/'.join(str(k.key) for k in path): v
-          for path, v in jax.tree_util.tree_flatten_with_path(mask)[0]}
+  flat = {
+    '/'.join(str(k.key) for k in path): v
+    for path, v in jax.tree_util.tree_flatten_with_path(mask)[0]
+  }
   assert flat['embeddings/word_embeddings/embedding']
   assert flat['discriminator/layers/attention/qkv/kernel']
   assert flat['generator/layers/intermediate/kernel']
@@ -85,8 +94,9 @@ def test_adam_without_bias_correction_matches_released_formula():
   m2, v2 = b1 * m1 + (1 - b1) * g2, b2 * v1 + (1 - b2) * g2**2
   np.testing.assert_allclose(u2['w'], m2 / (np.sqrt(v2) + eps), rtol=1e-6)
   # Standard Adam differs exactly by the bias correction.
-  corrected, _ = optax.scale_by_adam(b1, b2, eps).update({'w': g1}, optax.scale_by_adam(
-      b1, b2, eps).init(params))
+  corrected, _ = optax.scale_by_adam(b1, b2, eps).update(
+    {'w': g1}, optax.scale_by_adam(b1, b2, eps).init(params)
+  )
   assert not np.allclose(corrected['w'], u1['w'])
 
 
@@ -113,7 +123,8 @@ def test_layerwise_decay_gives_the_embeddings_the_most_decayed_rate(scan):
     assert per_layer.ravel().tolist() == [0.5**3, 0.5**2, 0.5]
   else:
     assert [float(scales['discriminator'][f'layer_{i}']['output']['bias']) for i in range(3)] == (
-        [0.5**3, 0.5**2, 0.5])
+      [0.5**3, 0.5**2, 0.5]
+    )
   # The released code's extra factor below the head.
   released = optim.layerwise_lr_scales(params, num_layers=3, decay=0.5, released_off_by_one=True)
   assert float(released['embeddings']['layer_norm']['scale']) == 0.5**5
@@ -121,8 +132,11 @@ def test_layerwise_decay_gives_the_embeddings_the_most_decayed_rate(scan):
 
 
 def test_layerwise_scales_multiply_each_update():
-  params = {'embeddings': {'w': jnp.ones(2)}, 'discriminator': {'layer_0': {'w': jnp.ones(2)}},
-            'classifier': {'w': jnp.ones(2)}}
+  params = {
+    'embeddings': {'w': jnp.ones(2)},
+    'discriminator': {'layer_0': {'w': jnp.ones(2)}},
+    'classifier': {'w': jnp.ones(2)},
+  }
   scales = optim.layerwise_lr_scales(params, num_layers=1, decay=0.1)
   config = _config(adam_bias_correction=True, weight_decay=0.0, max_grad_norm=1e9)
   tx = optim.create_optimizer(config, schedule=lambda step: 1.0, lr_scales=scales)

@@ -21,10 +21,10 @@ def _check_record(record: np.ndarray, max_len: int) -> tuple[list[int], list[int
   seps = np.flatnonzero(ids[:n] == SPECIAL.sep)
   assert seps[-1] == n - 1 and len(seps) in (1, 2)
   a_end = seps[0]
-  assert (types[:a_end + 1] == 0).all() and (types[a_end + 1:n] == 1).all()
+  assert (types[: a_end + 1] == 0).all() and (types[a_end + 1 : n] == 1).all()
   assert (types[n:] == 0).all()
   assert SPECIAL.cls not in ids[1:n]
-  return list(ids[1:a_end]), list(ids[a_end + 1:n - 1])
+  return list(ids[1:a_end]), list(ids[a_end + 1 : n - 1])
 
 
 def test_real_text_packing_respects_length_layout_and_documents(tiny_tokenizer):
@@ -68,4 +68,7 @@ def test_single_segment_and_short_example_proportions():
 
 def test_sentence_splitting():
   assert packing.split_sentences('He left. "Why?" she asked! 3 went. e.g. this') == [
-      'He left.', '"Why?" she asked!', '3 went. e.g. this']
+    'He left.',
+    '"Why?" she asked!',
+    '3 went. e.g. this',
+  ]

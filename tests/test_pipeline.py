@@ -20,10 +20,13 @@ from tests.conftest import REPO, data_dir
 def prepared(tmp_path_factory) -> shards.PreparedData:
   """One real Wikipedia file as WordPiece examples of 64 tokens."""
   options = shard_writer.PrepareOptions(
-      corpus=f'wiki:{data_dir()}/wikipedia/AA/wiki_00', max_seq_length=64,
-      vocab=str(data_dir() / 'vocab' / 'bert-base-uncased-vocab.txt'))
-  return shard_writer.prepare(options, str(tmp_path_factory.mktemp('prepared')), num_workers=1,
-                         progress=False)
+    corpus=f'wiki:{data_dir()}/wikipedia/AA/wiki_00',
+    max_seq_length=64,
+    vocab=str(data_dir() / 'vocab' / 'bert-base-uncased-vocab.txt'),
+  )
+  return shard_writer.prepare(
+    options, str(tmp_path_factory.mktemp('prepared')), num_workers=1, progress=False
+  )
 
 
 def _config(batch_size: int = 8, seed: int = 0, worker_processes: int = 0):
@@ -42,7 +45,8 @@ def test_batches_are_deterministic_per_seed(prepared):
   first = pipeline.train_iterator(prepared, _config(), process_index=0, process_count=1)
   batch = next(first)
   assert {k: (v.shape, v.dtype) for k, v in batch.items()} == {
-      k: ((8, 64), np.int32) for k in ('input_ids', 'attention_mask', 'token_type_ids')}
+    k: ((8, 64), np.int32) for k in ('input_ids', 'attention_mask', 'token_type_ids')
+  }
   assert (batch['input_ids'][:, 0] == prepared.special_ids.cls).all()
   again = pipeline.train_iterator(prepared, _config(), process_index=0, process_count=1)
   other = pipeline.train_iterator(prepared, _config(seed=1), process_index=0, process_count=1)
@@ -70,8 +74,9 @@ it.close()
 @pytest.mark.parametrize('worker_processes', [0, 2])
 def test_iterator_state_resumes_exactly_in_a_new_process(prepared, worker_processes):
   flags.FLAGS.mark_as_parsed()
-  iterator = pipeline.train_iterator(prepared, _config(worker_processes=worker_processes),
-                                     process_index=0, process_count=1)
+  iterator = pipeline.train_iterator(
+    prepared, _config(worker_processes=worker_processes), process_index=0, process_count=1
+  )
   _take(iterator, 5)
   state = iterator.get_state()
   expected = _take(iterator, 3)
@@ -80,9 +85,13 @@ def test_iterator_state_resumes_exactly_in_a_new_process(prepared, worker_proces
   single = pipeline.train_iterator(prepared, _config(), process_index=0, process_count=1)
   np.testing.assert_array_equal(np.stack(_take(single, 8)[5:]), np.stack(expected))
   single.close()
-  result = subprocess.run([sys.executable, '-c', _RESUME, prepared.directory, json.dumps(state),
-                           str(worker_processes)],
-                          cwd=REPO, capture_output=True, text=True, timeout=120)
+  result = subprocess.run(
+    [sys.executable, '-c', _RESUME, prepared.directory, json.dumps(state), str(worker_processes)],
+    cwd=REPO,
+    capture_output=True,
+    text=True,
+    timeout=120,
+  )
   assert result.returncode == 0, result.stderr[-2000:]
   resumed = json.loads(result.stdout.strip().splitlines()[-1])
   np.testing.assert_array_equal(np.array(resumed), np.stack(expected))
@@ -91,12 +100,14 @@ def test_iterator_state_resumes_exactly_in_a_new_process(prepared, worker_proces
 def test_processes_read_disjoint_shares_that_make_the_same_global_batches(prepared):
   shares = []
   for index in range(2):
-    iterator = pipeline.train_iterator(prepared, _config(batch_size=4), process_index=index,
-                                       process_count=2, num_epochs=1)
+    iterator = pipeline.train_iterator(
+      prepared, _config(batch_size=4), process_index=index, process_count=2, num_epochs=1
+    )
     shares.append([batch['input_ids'] for batch in iterator])
     iterator.close()
-  single = pipeline.train_iterator(prepared, _config(batch_size=4), process_index=0,
-                                   process_count=1, num_epochs=1)
+  single = pipeline.train_iterator(
+    prepared, _config(batch_size=4), process_index=0, process_count=1, num_epochs=1
+  )
   global_batches = [batch['input_ids'] for batch in single]
   single.close()
   # Process 0's rows then process 1's are the one-process batch, row for row.
@@ -105,18 +116,20 @@ def test_processes_read_disjoint_shares_that_make_the_same_global_batches(prepar
     np.testing.assert_array_equal(np.concatenate([first, second]), whole)
   # Together the shares cover the epoch once, but for the last partial global batch.
   rows = [row.tobytes() for batches in shares for batch in batches for row in batch]
-  everything = pipeline.train_iterator(prepared, _config(batch_size=1), process_index=0,
-                                       process_count=1, num_epochs=1)
+  everything = pipeline.train_iterator(
+    prepared, _config(batch_size=1), process_index=0, process_count=1, num_epochs=1
+  )
   all_rows = [batch['input_ids'][0].tobytes() for batch in everything]
   everything.close()
   assert len(all_rows) == prepared.num_examples
-  assert collections.Counter(rows) == collections.Counter(all_rows[:len(rows)])
+  assert collections.Counter(rows) == collections.Counter(all_rows[: len(rows)])
   assert len(rows) == prepared.num_examples // 4 * 4
 
 
 def test_each_epoch_is_reshuffled(prepared):
-  iterator = pipeline.train_iterator(prepared, _config(batch_size=1), process_index=0,
-                                     process_count=1, num_epochs=2)
+  iterator = pipeline.train_iterator(
+    prepared, _config(batch_size=1), process_index=0, process_count=1, num_epochs=2
+  )
   rows = [batch['input_ids'][0].tobytes() for batch in iterator]
   n = prepared.num_examples
   assert len(rows) == 2 * n and sorted(rows[:n]) == sorted(rows[n:]) and rows[:n] != rows[n:]
@@ -125,8 +138,9 @@ def test_each_epoch_is_reshuffled(prepared):
 def test_mismatched_model_or_directory_is_refused(prepared, tmp_path):
   config = _config()
   config.model.vocab_size = 2000
-  with pytest.raises(config_lib.ConfigError,
-                     match=r'model.vocab_size: 2000, but .* tokenized with 30522 ids'):
+  with pytest.raises(
+    config_lib.ConfigError, match=r'model.vocab_size: 2000, but .* tokenized with 30522 ids'
+  ):
     pipeline.check_compatible(prepared, config)
   config = _config()
   config.max_seq_length = 128

@@ -16,8 +16,13 @@ from tests.conftest import REPO, data_dir
 
 
 def run_prepare(*args, timeout=300):
-  return subprocess.run([sys.executable, '-m', 'electra_jax.prepare_data', *args], cwd=REPO,
-                        capture_output=True, text=True, timeout=timeout)
+  return subprocess.run(
+    [sys.executable, '-m', 'electra_jax.prepare_data', *args],
+    cwd=REPO,
+    capture_output=True,
+    text=True,
+    timeout=timeout,
+  )
 
 
 def _vocab() -> str:
@@ -26,14 +31,20 @@ def _vocab() -> str:
 
 def _records(data: shards.PreparedData) -> list[np.ndarray]:
   import grain  # pylint: disable=g-import-not-at-top
+
   source = grain.sources.ArrayRecordDataSource(data.shard_paths())
   return [np.frombuffer(source[i], data.dtype) for i in range(len(source))]
 
 
 def test_wordpiece_preparation_resumes_and_refuses_other_options(tmp_path, wiki_glob):
   out = tmp_path / 'prepared'
-  args = [f'--corpus=wiki:{wiki_glob}', f'--output_dir={out}', f'--vocab={_vocab()}',
-          '--max_seq_length=128', '--num_workers=2']
+  args = [
+    f'--corpus=wiki:{wiki_glob}',
+    f'--output_dir={out}',
+    f'--vocab={_vocab()}',
+    '--max_seq_length=128',
+    '--num_workers=2',
+  ]
   result = run_prepare(*args)
   assert result.returncode == 0, result.stderr[-3000:]
   for line in ('documents:', 'tokens:', 'unknown-token rate:', 'examples:'):
@@ -52,12 +63,13 @@ def test_wordpiece_preparation_resumes_and_refuses_other_options(tmp_path, wiki_
   assert decoded['input_ids'][0] == 101 and decoded['attention_mask'].sum() == len(records[0]) - 1
   # The first example holds the first words of the first article.
   tokenizer = data.tokenizer()
-  first_doc = next(sources.read_documents(sources.plan_units(f'wiki:{wiki_glob}',
-                                                             sources.ReadOptions())[0],
-                                          sources.ReadOptions()))
-  first_ids = [i for ids in tokenizer.encode(packing.split_sentences(first_doc[0]))
-               for i in ids]
-  assert list(records[0][2:2 + len(first_ids[:5])]) == first_ids[:5]
+  first_doc = next(
+    sources.read_documents(
+      sources.plan_units(f'wiki:{wiki_glob}', sources.ReadOptions())[0], sources.ReadOptions()
+    )
+  )
+  first_ids = [i for ids in tokenizer.encode(packing.split_sentences(first_doc[0])) for i in ids]
+  assert list(records[0][2 : 2 + len(first_ids[:5])]) == first_ids[:5]
 
   # A crash leaves finished shards, a partial temporary file, no metadata:
   # rerunning redoes only the missing shard and gives identical output.
@@ -88,18 +100,26 @@ def test_wordpiece_preparation_resumes_and_refuses_other_options(tmp_path, wiki_
 
 
 def test_mixed_sources_with_a_trained_sentencepiece_model(tmp_path, wiki_glob):
-  docs = list(sources.read_documents(sources.plan_units(f'wiki:{wiki_glob}',
-                                                        sources.ReadOptions())[1],
-                                     sources.ReadOptions()))
+  docs = list(
+    sources.read_documents(
+      sources.plan_units(f'wiki:{wiki_glob}', sources.ReadOptions())[1], sources.ReadOptions()
+    )
+  )
   half = len(docs) // 2
   (tmp_path / 'docs.jsonl').write_text(
-      ''.join(json.dumps({'text': '\n'.join(d)}) + '\n' for d in docs[:half]))
+    ''.join(json.dumps({'text': '\n'.join(d)}) + '\n' for d in docs[:half])
+  )
   (tmp_path / 'docs.txt').write_text('\n\n'.join('\n'.join(d) for d in docs[half:]))
   (tmp_path / 'empty.txt').write_text('')
   out = tmp_path / 'prepared'
-  result = run_prepare(f'--corpus=jsonl:{tmp_path}/*.jsonl,text:{tmp_path}/*.txt',
-                       f'--output_dir={out}', '--spm_vocab_size=1000', '--max_seq_length=64',
-                       '--config.data.spm_sample_sentences=20000', '--num_workers=1')
+  result = run_prepare(
+    f'--corpus=jsonl:{tmp_path}/*.jsonl,text:{tmp_path}/*.txt',
+    f'--output_dir={out}',
+    '--spm_vocab_size=1000',
+    '--max_seq_length=64',
+    '--config.data.spm_sample_sentences=20000',
+    '--num_workers=1',
+  )
   assert result.returncode == 0, result.stderr[-3000:]
   assert f'{tmp_path}/empty.txt is empty and was skipped' in result.stderr
   data = shards.PreparedData.load(str(out))
@@ -107,8 +127,7 @@ def test_mixed_sources_with_a_trained_sentencepiece_model(tmp_path, wiki_glob):
   assert data.vocab_size == 1000 and data.special_ids.cls == 2
   assert data.metadata['counts']['documents'] == len(docs)
   assert data.metadata['counts']['empty_files'] == [f'{tmp_path}/empty.txt']
-  assert [s['source'].split(':')[0] for s in data.metadata['shards']] == ['jsonl', 'text',
-                                                                          'text']
+  assert [s['source'].split(':')[0] for s in data.metadata['shards']] == ['jsonl', 'text', 'text']
 
 
 def _build_tfds_dataset(data_dir_path: str, docs: list[list[str]], file_format: str) -> None:
@@ -118,12 +137,17 @@ def _build_tfds_dataset(data_dir_path: str, docs: list[list[str]], file_format: 
   # Unregistered, so that each test can define it afresh; readers find the
   # dataset by name in data_dir all the same.
   with tfds.core.registered.skip_registration():
+
     class WikiSlice(tfds.core.GeneratorBasedBuilder):
       VERSION = tfds.core.Version('1.0.0')
 
       def _info(self):
-        return tfds.core.DatasetInfo(builder=self, features=tfds.features.FeaturesDict(
-            {'title': tfds.features.Text(), 'text': tfds.features.Text()}))
+        return tfds.core.DatasetInfo(
+          builder=self,
+          features=tfds.features.FeaturesDict(
+            {'title': tfds.features.Text(), 'text': tfds.features.Text()}
+          ),
+        )
 
       def _split_generators(self, dl_manager):
         del dl_manager
@@ -152,20 +176,29 @@ def test_tfds_source_streams_a_built_dataset(tmp_path, wiki_glob, file_format):
   assert as_set(sources.read_documents(units[0], options)) == as_set(d[1:] for d in docs)
   # Through the CLI, in a process that has never seen the builder class.
   out = tmp_path / 'prepared'
-  result = run_prepare('--corpus=tfds:wiki_slice@train', f'--output_dir={out}',
-                       f'--vocab={_vocab()}', '--max_seq_length=128',
-                       f'--config.data.tfds_data_dir={tmp_path / "tfds"}')
+  result = run_prepare(
+    '--corpus=tfds:wiki_slice@train',
+    f'--output_dir={out}',
+    f'--vocab={_vocab()}',
+    '--max_seq_length=128',
+    f'--config.data.tfds_data_dir={tmp_path / "tfds"}',
+  )
   assert result.returncode == 0, result.stderr[-3000:]
   data = shards.PreparedData.load(str(out))
   assert data.metadata['counts']['documents'] == len(docs)
   assert data.metadata['shards'][0]['source'] == f'tfds:wiki_slice@train[0:{len(docs)}]'
-  result = run_prepare('--corpus=tfds:wiki_slice@validation', f'--output_dir={out}2',
-                       f'--vocab={_vocab()}', f'--config.data.tfds_data_dir={tmp_path / "tfds"}')
+  result = run_prepare(
+    '--corpus=tfds:wiki_slice@validation',
+    f'--output_dir={out}2',
+    f'--vocab={_vocab()}',
+    f'--config.data.tfds_data_dir={tmp_path / "tfds"}',
+  )
   assert "no split 'validation'" in result.stderr.splitlines()[-1]
 
 
-@pytest.mark.parametrize('case', ['no_match', 'invalid_utf8', 'bad_vocab', 'too_long',
-                                  'all_empty', 'no_tokenizer'])
+@pytest.mark.parametrize(
+  'case', ['no_match', 'invalid_utf8', 'bad_vocab', 'too_long', 'all_empty', 'no_tokenizer']
+)
 def test_bad_input_gets_one_clear_line(tmp_path, case):
   text = tmp_path / 'text.txt'
   text.write_bytes(b'A fine line of text.\nA bad \xff line.\n')
@@ -173,16 +206,28 @@ def test_bad_input_gets_one_clear_line(tmp_path, case):
   bad_vocab.write_text('[PAD]\n[UNK]\nhello\n')
   (tmp_path / 'empty.txt').write_text('\n')
   corpus, extra, expected = {
-      'no_match': (f'text:{tmp_path}/none*.txt', [f'--vocab={_vocab()}'],
-                   f"no files match '{tmp_path}/none*.txt'"),
-      'invalid_utf8': (str(text), [f'--vocab={_vocab()}', '--on_invalid_utf8=error'],
-                       f'{text}, line 2: not valid UTF-8'),
-      'bad_vocab': (str(text), [f'--vocab={bad_vocab}'],
-                    f"{bad_vocab}: lacks the special tokens ['[CLS]', '[SEP]', '[MASK]']"),
-      'too_long': (str(text), [f'--vocab={_vocab()}', '--max_seq_length=1024'],
-                   "max_seq_length=1024: must be in [8, 512], the model's position embeddings"),
-      'all_empty': (f'{tmp_path}/empty.txt', [f'--vocab={_vocab()}'], 'holds no text'),
-      'no_tokenizer': (str(text), [], 'choose exactly one tokenizer'),
+    'no_match': (
+      f'text:{tmp_path}/none*.txt',
+      [f'--vocab={_vocab()}'],
+      f"no files match '{tmp_path}/none*.txt'",
+    ),
+    'invalid_utf8': (
+      str(text),
+      [f'--vocab={_vocab()}', '--on_invalid_utf8=error'],
+      f'{text}, line 2: not valid UTF-8',
+    ),
+    'bad_vocab': (
+      str(text),
+      [f'--vocab={bad_vocab}'],
+      f"{bad_vocab}: lacks the special tokens ['[CLS]', '[SEP]', '[MASK]']",
+    ),
+    'too_long': (
+      str(text),
+      [f'--vocab={_vocab()}', '--max_seq_length=1024'],
+      "max_seq_length=1024: must be in [8, 512], the model's position embeddings",
+    ),
+    'all_empty': (f'{tmp_path}/empty.txt', [f'--vocab={_vocab()}'], 'holds no text'),
+    'no_tokenizer': (str(text), [], 'choose exactly one tokenizer'),
   }[case]
   result = run_prepare(f'--corpus={corpus}', f'--output_dir={tmp_path / "out"}', *extra)
   assert result.returncode == 2
@@ -196,10 +241,20 @@ def test_ctrl_c_stops_sentencepiece_training_at_once(tmp_path, wiki_glob):
   log = tmp_path / 'log'
   with open(log, 'w') as f:
     process = subprocess.Popen(
-        [sys.executable, '-m', 'electra_jax.prepare_data', f'--corpus=wiki:{wiki_glob}',
-         f'--output_dir={tmp_path / "out"}', '--spm_vocab_size=16000',
-         '--config.data.spm_sample_sentences=200000'],
-        cwd=REPO, stdout=f, stderr=subprocess.STDOUT, text=True)
+      [
+        sys.executable,
+        '-m',
+        'electra_jax.prepare_data',
+        f'--corpus=wiki:{wiki_glob}',
+        f'--output_dir={tmp_path / "out"}',
+        '--spm_vocab_size=16000',
+        '--config.data.spm_sample_sentences=200000',
+      ],
+      cwd=REPO,
+      stdout=f,
+      stderr=subprocess.STDOUT,
+      text=True,
+    )
   deadline = time.monotonic() + 120
   while 'sentencepiece: training 16000 pieces' not in log.read_text():
     assert process.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]

@@ -24,8 +24,10 @@ def test_leave_one_out_errors_match_refitting_without_each_row():
       keep = np.arange(len(x)) != i
       xk, yk = xs[keep], targets[keep]
       # Intercept unpenalised: centre on the kept rows; penalty times all N rows.
-      w = np.linalg.solve((xk - xk.mean(0)).T @ (xk - xk.mean(0)) + penalty * len(x) * np.eye(6),
-                          (xk - xk.mean(0)).T @ (yk - yk.mean(0)))
+      w = np.linalg.solve(
+        (xk - xk.mean(0)).T @ (xk - xk.mean(0)) + penalty * len(x) * np.eye(6),
+        (xk - xk.mean(0)).T @ (yk - yk.mean(0)),
+      )
       prediction = (xs[i] - xk.mean(0)) @ w + yk.mean(0)
       squared.append(np.square(targets[i] - prediction))
     np.testing.assert_allclose(loo_error, np.mean(squared), rtol=1e-9)
@@ -38,8 +40,9 @@ def test_ridge_recovers_a_linear_map_and_ignores_constant_features():
   targets = x[:, :4] @ np.array([[1.0], [-2.0], [0.5], [0.0]]) + 4.0
   fitted = ridge_probes.fit_ridge(x, targets + 0.01 * rng.normal(size=targets.shape))
   test = np.concatenate([rng.normal(size=(50, 4)), np.full((50, 1), 3.0)], axis=1)
-  np.testing.assert_allclose(fitted.predict(test), test[:, :4] @ np.array(
-      [[1.0], [-2.0], [0.5], [0.0]]) + 4.0, atol=0.01)
+  np.testing.assert_allclose(
+    fitted.predict(test), test[:, :4] @ np.array([[1.0], [-2.0], [0.5], [0.0]]) + 4.0, atol=0.01
+  )
   assert fitted.penalty == ridge_probes._PENALTY_GRID[0]  # Little noise: the least shrinkage.
   # A feature that never varies predicts the mean, not NaN.
   constant = ridge_probes.fit_ridge(np.ones((10, 3)), np.arange(10.0)[:, None])
@@ -58,12 +61,16 @@ def test_pooled_features_do_not_depend_on_padding():
   ids = np.zeros((8, 32), np.int32)
   for row, length in enumerate(rng.integers(3, 16, size=8)):
     ids[row, :length] = rng.integers(5, 1000, size=length)
-  data = {'input_ids': ids, 'attention_mask': (ids > 0).astype(np.int32),
-          'token_type_ids': np.zeros_like(ids)}
+  data = {
+    'input_ids': ids,
+    'attention_mask': (ids > 0).astype(np.int32),
+    'token_type_ids': np.zeros_like(ids),
+  }
   feats = ridge_probes.layer_features(config, cfg, None, {'long': data})['long']
   config.max_seq_length = 16
-  short = ridge_probes.layer_features(config, cfg, None,
-                               {'short': {k: v[:, :16] for k, v in data.items()}})['short']
+  short = ridge_probes.layer_features(
+    config, cfg, None, {'short': {k: v[:, :16] for k, v in data.items()}}
+  )['short']
   assert feats.shape == (8, cfg.num_layers + 1, 2, cfg.hidden_size)
   np.testing.assert_allclose(feats, short, rtol=1e-4, atol=1e-5)
   # The two poolings, and the layers, give different features.

@@ -16,7 +16,8 @@ def test_binary_metrics_on_a_worked_example():
   assert scores.accuracy(labels, predictions) == 0.7
   assert scores.f1(labels, predictions) == pytest.approx(2 * 3 / (2 * 3 + 1 + 2))
   assert scores.matthews_corrcoef(labels, predictions) == pytest.approx(
-      (3 * 4 - 1 * 2) / math.sqrt(4 * 5 * 5 * 6))
+    (3 * 4 - 1 * 2) / math.sqrt(4 * 5 * 5 * 6)
+  )
 
 
 def test_degenerate_binary_cases():

@@ -10,25 +10,42 @@ from tests.conftest import REPO
 
 
 def _start(rows_path, out_path, data, fsdp, tensor) -> subprocess.Popen:
-  env = dict(os.environ, XLA_FLAGS='--xla_force_host_platform_device_count=8',
-             JAX_PLATFORMS='cpu', PYTHONPATH=str(REPO))
-  return subprocess.Popen([sys.executable, str(REPO / 'tests' / 'sharded_step.py'),
-                           str(rows_path), str(out_path), str(data), str(fsdp), str(tensor)],
-                          env=env, cwd=REPO)
+  env = dict(
+    os.environ,
+    XLA_FLAGS='--xla_force_host_platform_device_count=8',
+    JAX_PLATFORMS='cpu',
+    PYTHONPATH=str(REPO),
+  )
+  return subprocess.Popen(
+    [
+      sys.executable,
+      str(REPO / 'tests' / 'sharded_step.py'),
+      str(rows_path),
+      str(out_path),
+      str(data),
+      str(fsdp),
+      str(tensor),
+    ],
+    env=env,
+    cwd=REPO,
+  )
 
 
 def test_data_fsdp_tensor_mesh_matches_single_device(tmp_path, real_token_rows):
   rows_path = tmp_path / 'rows.npy'
   np.save(rows_path, real_token_rows)
-  runs = {name: _start(rows_path, tmp_path / f'{name}.npz', *axes)
-          for name, axes in (('single', (1, 1, 1)), ('sharded', (2, 2, 2)))}
+  runs = {
+    name: _start(rows_path, tmp_path / f'{name}.npz', *axes)
+    for name, axes in (('single', (1, 1, 1)), ('sharded', (2, 2, 2)))
+  }
   for process in runs.values():
     assert process.wait(timeout=600) == 0
   single, sharded = (dict(np.load(tmp_path / f'{name}.npz')) for name in runs)
   # The fused QKV kernel (hidden, 3, heads, head_dim) is split over fsdp on
   # its rows and over tensor on its heads.
-  assert 'fsdp' in str(sharded['qkv_spec']) and 'tensor' in str(sharded['qkv_spec']), (
-      sharded['qkv_spec'])
+  assert 'fsdp' in str(sharded['qkv_spec']) and 'tensor' in str(sharded['qkv_spec']), sharded[
+    'qkv_spec'
+  ]
   # Columns: total loss, MLM loss, discriminator loss. The total (about 40) is
   # 50 x the discriminator loss, so it is compared relatively: 1e-5 absolute is
   # a few float32 ulps there, and reduction order differs between meshes.

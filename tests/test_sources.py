@@ -23,8 +23,11 @@ def _wiki_docs(count: int) -> list[list[str]]:
 
 
 def _read_all(spec: str, options: sources.ReadOptions = OPTIONS) -> list[list[str]]:
-  return [doc for unit in sources.plan_units(spec, options)
-          for doc in sources.read_documents(unit, options)]
+  return [
+    doc
+    for unit in sources.plan_units(spec, options)
+    for doc in sources.read_documents(unit, options)
+  ]
 
 
 def test_wikiextractor_documents_drop_the_tags(wiki_glob):
@@ -48,12 +51,13 @@ def test_text_lines_jsonl_and_gzip_give_the_same_documents(tmp_path):
 
   assert _read_all(f'text:{tmp_path}/a.txt') == docs
   assert _read_all(f'{tmp_path}/b.txt.gz') == docs  # Bare glob: plain text.
-  assert _read_all(f'jsonl:{tmp_path}/*.jsonl.gz',
-                   sources.ReadOptions(text_field='body')) == docs
+  assert _read_all(f'jsonl:{tmp_path}/*.jsonl.gz', sources.ReadOptions(text_field='body')) == docs
   assert _read_all(f'lines:{tmp_path}/d.txt') == [[' '.join(d)] for d in docs]
   combined = sources.plan_units(f'text:{tmp_path}/a.txt, lines:{tmp_path}/d.txt', OPTIONS)
-  assert [(u.kind, u.path) for u in combined] == [('text', f'{tmp_path}/a.txt'),
-                                                  ('lines', f'{tmp_path}/d.txt')]
+  assert [(u.kind, u.path) for u in combined] == [
+    ('text', f'{tmp_path}/a.txt'),
+    ('lines', f'{tmp_path}/d.txt'),
+  ]
 
 
 def test_bad_specs_name_the_source(tmp_path):
@@ -73,8 +77,7 @@ def test_invalid_utf8_is_counted_and_skipped_or_stops(tmp_path):
   path.write_bytes(b'good line\nbad \xff\xfe line\nanother good line\n')
   stats = sources.ReadStats()
   unit = sources.WorkUnit('text', str(path))
-  assert list(sources.read_documents(unit, OPTIONS, stats)) == [['good line',
-                                                                 'another good line']]
+  assert list(sources.read_documents(unit, OPTIONS, stats)) == [['good line', 'another good line']]
   assert stats.invalid_utf8_lines == 1
   strict = sources.ReadOptions(on_invalid_utf8='error')
   with pytest.raises(sources.CorpusError, match=r'mixed.txt, line 2: not valid UTF-8'):
@@ -86,10 +89,14 @@ def test_a_file_that_looks_binary_is_refused_unless_skip_all(tmp_path):
   (tmp_path / 'nul.txt').write_bytes(b'text\nan \x00 archive\nmore text\n')
   mostly_bad = b''.join(b'line %d\n' % i if i % 50 else b'\xff\xfe\n' for i in range(1, 201))
   (tmp_path / 'bad.txt').write_bytes(mostly_bad)  # 4 of 200 lines: 2% not UTF-8.
-  (tmp_path / 'fine.txt').write_bytes(mostly_bad[:mostly_bad.index(b'line 51')] +
-                                      b''.join(b'ok %d\n' % i for i in range(200)))
-  with pytest.raises(sources.CorpusError, match=r'nul.txt: does not look like text \(line 2 '
-                     r'holds a NUL byte\); .* --on_invalid_utf8=skip_all'):
+  (tmp_path / 'fine.txt').write_bytes(
+    mostly_bad[: mostly_bad.index(b'line 51')] + b''.join(b'ok %d\n' % i for i in range(200))
+  )
+  with pytest.raises(
+    sources.CorpusError,
+    match=r'nul.txt: does not look like text \(line 2 '
+    r'holds a NUL byte\); .* --on_invalid_utf8=skip_all',
+  ):
     list(sources.read_documents(unit('nul.txt'), OPTIONS))
   with pytest.raises(sources.CorpusError, match=r'bad.txt: .*\(4 of its 200 lines are not '):
     list(sources.read_documents(unit('bad.txt'), OPTIONS))
@@ -98,8 +105,7 @@ def test_a_file_that_looks_binary_is_refused_unless_skip_all(tmp_path):
   assert stats.invalid_utf8_lines == 1
   stats = sources.ReadStats()
   anything = sources.ReadOptions(on_invalid_utf8='skip_all')
-  assert list(sources.read_documents(unit('nul.txt'), anything, stats)) == [['text',
-                                                                           'more text']]
+  assert list(sources.read_documents(unit('nul.txt'), anything, stats)) == [['text', 'more text']]
   list(sources.read_documents(unit('bad.txt'), anything, stats))
   assert stats.invalid_utf8_lines == 5
 
@@ -107,6 +113,7 @@ def test_a_file_that_looks_binary_is_refused_unless_skip_all(tmp_path):
 def test_empty_files_are_reported(tmp_path):
   (tmp_path / 'empty.txt').write_text('\n  \n')
   stats = sources.ReadStats()
-  assert not list(sources.read_documents(sources.WorkUnit('text', str(tmp_path / 'empty.txt')),
-                                         OPTIONS, stats))
+  assert not list(
+    sources.read_documents(sources.WorkUnit('text', str(tmp_path / 'empty.txt')), OPTIONS, stats)
+  )
   assert stats.empty_files == [str(tmp_path / 'empty.txt')]

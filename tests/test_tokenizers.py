@@ -8,11 +8,11 @@ from tests.conftest import data_dir, require
 # Edge cases on top of the real text: accents, CJK, ligatures, controls,
 # Unicode separators, Greek capitals, over-long words, punctuation runs.
 EDGE_CASES = [
-    'Café naïve RÉSUMÉ Ångström — “quotes” 東京 ﬁ x\u2028y \x00z\ufffd',
-    'ΟΔΟΣ. İstanbul Straße ØRSTED',
-    'a' * 120 + ' ok',
-    "don't ... !!?? (x) [y] {z} 3.14 $5 #hash @at",
-    '\tTabs\r\nand  double  spaces\u00a0here',
+  'Café naïve RÉSUMÉ Ångström — “quotes” 東京 ﬁ x\u2028y \x00z\ufffd',
+  'ΟΔΟΣ. İstanbul Straße ØRSTED',
+  'a' * 120 + ' ok',
+  "don't ... !!?? (x) [y] {z} 3.14 $5 #hash @at",
+  '\tTabs\r\nand  double  spaces\u00a0here',
 ]
 
 
@@ -35,7 +35,12 @@ def test_wordpiece_matches_bert_tokenizer(lower_case):
   assert not mismatched, mismatched[:3]
   assert sum(map(len, got)) > 100_000
   assert (ours.pad_id, ours.unk_id, ours.cls_id, ours.sep_id, ours.mask_id) == (
-      0, 100, 101, 102, 103)
+    0,
+    100,
+    101,
+    102,
+    103,
+  )
   assert ours.vocab_size == 30522
 
 
@@ -50,9 +55,11 @@ def test_special_token_strings_stay_text():
 def test_vocab_without_special_tokens_is_refused(tmp_path):
   vocab = tmp_path / 'vocab.txt'
   vocab.write_text('[PAD]\n[UNK]\nhello\nworld\n')
-  with pytest.raises(tokenizers.TokenizerError,
-                     match=r"vocab.txt: lacks the special tokens \['\[CLS\]', '\[SEP\]', "
-                     r"'\[MASK\]'\]"):
+  with pytest.raises(
+    tokenizers.TokenizerError,
+    match=r"vocab.txt: lacks the special tokens \['\[CLS\]', '\[SEP\]', "
+    r"'\[MASK\]'\]",
+  ):
     tokenizers.WordPieceTokenizer(str(vocab))
 
 

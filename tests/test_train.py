@@ -21,12 +21,24 @@ from tests.conftest import REPO
 def run_main(workdir, *overrides, timeout=900, shell_setup=''):
   """The main job on the tiny config; `shell_setup` runs first in a bash wrapper
   (e.g. `ulimit -f 1024`), so the child's limits need no fork in this process."""
-  command = [sys.executable, '-m', 'electra_jax.main', '--config=configs/tiny.py',
-             f'--workdir={workdir}', *overrides]
+  command = [
+    sys.executable,
+    '-m',
+    'electra_jax.main',
+    '--config=configs/tiny.py',
+    f'--workdir={workdir}',
+    *overrides,
+  ]
   if shell_setup:
     command = ['bash', '-c', f'{shell_setup} && exec "$0" "$@"', *command]
-  return subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=timeout,
-                        env=dict(os.environ, JAX_PLATFORMS='cpu'))
+  return subprocess.run(
+    command,
+    cwd=REPO,
+    capture_output=True,
+    text=True,
+    timeout=timeout,
+    env=dict(os.environ, JAX_PLATFORMS='cpu'),
+  )
 
 
 def _entropy(p: float) -> float:
@@ -50,8 +62,11 @@ def _check_console(stderr: str, workdir, every: float) -> None:
   assert 'more in TensorBoard)' in metrics[0]
   assert 'Config: objective electra; 2 layers of width 128' in stderr
   assert json.loads((workdir / 'config.json').read_text())['num_train_steps'] == 400
-  assert re.search(rf'Finished at step 400: 400 steps in .*; the checkpoint is in '
-                   rf'{workdir}/checkpoints/400$', lines[-1]), lines[-1]
+  assert re.search(
+    rf'Finished at step 400: 400 steps in .*; the checkpoint is in '
+    rf'{workdir}/checkpoints/400$',
+    lines[-1],
+  ), lines[-1]
 
 
 def test_prepares_then_pretrains_on_real_text(tmp_path, wiki_glob):
@@ -61,9 +76,14 @@ def test_prepares_then_pretrains_on_real_text(tmp_path, wiki_glob):
   # generator soon proposes plausible frequent tokens, and a 2-layer
   # discriminator needs thousands of steps to beat the constant predictor;
   # flatter samples let a few hundred steps show that it detects replacements.
-  result = run_main(workdir, corpus, '--config.num_train_steps=400',
-                    '--config.log_every_steps=40', '--config.objective.temperature=3',
-                    '--config.progress_every_seconds=0.5')
+  result = run_main(
+    workdir,
+    corpus,
+    '--config.num_train_steps=400',
+    '--config.log_every_steps=40',
+    '--config.objective.temperature=3',
+    '--config.progress_every_seconds=0.5',
+  )
   assert result.returncode == 0, result.stderr[-3000:]
   _check_console(result.stderr, workdir, every=0.5)
   # The corpus was prepared into the workdir, with a trained sentencepiece model.
@@ -72,11 +92,23 @@ def test_prepares_then_pretrains_on_real_text(tmp_path, wiki_glob):
   assert os.path.exists(workdir / 'data' / 'tokenizer' / 'spm.model')
 
   scalars = read_scalars(workdir)
-  for tag in ('train/loss', 'train/disc_loss', 'train/mlm_loss', 'train/mlm_accuracy',
-              'train/sampled_accuracy', 'train/disc_accuracy', 'train/disc_precision',
-              'train/disc_recall', 'train/replaced_fraction', 'train/learning_rate',
-              'train/tokens_per_s', 'train/examples_per_s', 'train/step_time_s',
-              'train/model_tflops_per_s', 'train/mfu'):
+  for tag in (
+    'train/loss',
+    'train/disc_loss',
+    'train/mlm_loss',
+    'train/mlm_accuracy',
+    'train/sampled_accuracy',
+    'train/disc_accuracy',
+    'train/disc_precision',
+    'train/disc_recall',
+    'train/replaced_fraction',
+    'train/learning_rate',
+    'train/tokens_per_s',
+    'train/examples_per_s',
+    'train/step_time_s',
+    'train/model_tflops_per_s',
+    'train/mfu',
+  ):
     assert tag in scalars, f'{tag} missing from TensorBoard; got {sorted(scalars)}'
   assert [s for s, _ in scalars['train/loss']] == list(range(40, 401, 40))
 
@@ -98,15 +130,21 @@ def test_prepares_then_pretrains_on_real_text(tmp_path, wiki_glob):
   # Model FLOPs over step time, against this CPU's measured matmul peak.
   assert 0 < last['train/mfu'] < 1
   assert last['train/model_tflops_per_s'] == pytest.approx(
-      last['train/tokens_per_s'] / (16 * 64) * flops.train_step_flops(tiny.get_config()) / 1e12,
-      rel=1e-3)
+    last['train/tokens_per_s'] / (16 * 64) * flops.train_step_flops(tiny.get_config()) / 1e12,
+    rel=1e-3,
+  )
 
   # Prepared data and a model that disagree on the vocabulary are refused.
-  result = run_main(tmp_path / 'other', f'--config.data.prepared_dir={workdir / "data"}',
-                    '--config.model.vocab_size=3000')
+  result = run_main(
+    tmp_path / 'other',
+    f'--config.data.prepared_dir={workdir / "data"}',
+    '--config.model.vocab_size=3000',
+  )
   assert result.returncode == 2
-  assert ('error: config.model.vocab_size: 3000, but the data in '
-          f'{workdir / "data"} was tokenized with 2000 ids') in result.stderr
+  assert (
+    'error: config.model.vocab_size: 3000, but the data in '
+    f'{workdir / "data"} was tokenized with 2000 ids'
+  ) in result.stderr
 
 
 def test_metrics_are_in_the_event_file_when_write_returns(tmp_path):
@@ -117,8 +155,11 @@ def test_metrics_are_in_the_event_file_when_write_returns(tmp_path):
   writer.write(7, {'loss': 1.5, 'mlm_loss': 3.0})
   writer.write(8, {'disc_auc': 0.75}, prefix='eval')
   assert threading.active_count() == threads
-  assert read_scalars(tmp_path) == {'train/loss': [(7, 1.5)], 'train/mlm_loss': [(7, 3.0)],
-                                    'eval/disc_auc': [(8, 0.75)]}
+  assert read_scalars(tmp_path) == {
+    'train/loss': [(7, 1.5)],
+    'train/mlm_loss': [(7, 3.0)],
+    'eval/disc_auc': [(8, 0.75)],
+  }
   writer.close()
 
 

@@ -12,17 +12,27 @@ from tests.conftest import REPO, data_dir
 
 
 def _bash(script: str, **env: str) -> subprocess.CompletedProcess:
-  return subprocess.run(['bash', script], cwd=REPO, capture_output=True, text=True,
-                        timeout=900, env={**os.environ, **env})
+  return subprocess.run(
+    ['bash', script],
+    cwd=REPO,
+    capture_output=True,
+    text=True,
+    timeout=900,
+    env={**os.environ, **env},
+  )
 
 
 @pytest.fixture(scope='module')
 def kit(tmp_path_factory) -> pathlib.Path:
   path = tmp_path_factory.mktemp('kit') / 'kit'
-  built = subprocess.run(['bash', 'benchmarks/accelerator_kit.sh', str(path)], cwd=REPO,
-                         capture_output=True, text=True, timeout=900,
-                         env={**os.environ, 'ELECTRA_JAX_DATA': str(data_dir()),
-                              'WIKI_TRAIN': 'AA/wiki_0[0-1]'})
+  built = subprocess.run(
+    ['bash', 'benchmarks/accelerator_kit.sh', str(path)],
+    cwd=REPO,
+    capture_output=True,
+    text=True,
+    timeout=900,
+    env={**os.environ, 'ELECTRA_JAX_DATA': str(data_dir()), 'WIKI_TRAIN': 'AA/wiki_0[0-1]'},
+  )
   assert built.returncode == 0, built.stderr[-3000:]
   assert f'kit: {path}, ' in built.stdout
   return path
@@ -44,12 +54,19 @@ def test_the_kit_holds_what_a_node_lacks(kit):
 def test_every_stage_runs_from_the_kit(kit, tmp_path):
   out = tmp_path / 'results'
   for stage in ('env', 'small', 'base', 'quality'):
-    result = _bash('benchmarks/accelerator_suite.sh', STAGE=stage, KIT=str(kit), OUT=str(out),
-                   SUITE_DRY_RUN='1', QUALITY_TASKS='sst-2 mrpc')
+    result = _bash(
+      'benchmarks/accelerator_suite.sh',
+      STAGE=stage,
+      KIT=str(kit),
+      OUT=str(out),
+      SUITE_DRY_RUN='1',
+      QUALITY_TASKS='sst-2 mrpc',
+    )
     assert result.returncode == 0, (stage, result.stderr[-3000:])
   # Installed from the kit, not from the index.
-  assert (kit / next(p.name for p in kit.iterdir() if p.name.startswith('site-'))
-          / '.installed').exists()
+  assert (
+    kit / next(p.name for p in kit.iterdir() if p.name.startswith('site-')) / '.installed'
+  ).exists()
   env = (out / 'env.md').read_text()
   assert '| bfloat16 | 512 |' in env and '- commit: ' in env
   small = (out / 'small.md').read_text()
@@ -65,8 +82,15 @@ def test_every_stage_runs_from_the_kit(kit, tmp_path):
   quality = (out / 'quality.md').read_text()
   assert 'pretrained for 4 steps' in quality and 'disc_auc=' in quality, quality
   assert '| sst-2 | accuracy | 0.' in quality and '| mrpc | f1 | ' in quality, quality
-  result = _bash('benchmarks/accelerator_suite.sh', STAGE='quality', KIT=str(kit), OUT=str(out),
-                 SUITE_DRY_RUN='1', QUALITY_STEPS='6', QUALITY_TASKS='wnli')
+  result = _bash(
+    'benchmarks/accelerator_suite.sh',
+    STAGE='quality',
+    KIT=str(kit),
+    OUT=str(out),
+    SUITE_DRY_RUN='1',
+    QUALITY_STEPS='6',
+    QUALITY_TASKS='wnli',
+  )
   assert result.returncode == 0, result.stderr[-3000:]
   assert 'Resumed at step 4' in (out / 'quality' / 'pretrain.log').read_text()
   quality = (out / 'quality.md').read_text()

@@ -45,8 +45,15 @@ class PackingStats:
 class ExampleBuilder:
   """Turns tokenized documents into two-segment examples; seeded, so reproducible."""
 
-  def __init__(self, max_seq_length: int, special: SpecialIds, rng: np.random.Generator, *,
-               single_segment_prob: float = 0.1, short_seq_prob: float = 0.05):
+  def __init__(
+    self,
+    max_seq_length: int,
+    special: SpecialIds,
+    rng: np.random.Generator,
+    *,
+    single_segment_prob: float = 0.1,
+    short_seq_prob: float = 0.05,
+  ):
     self._max_length = max_seq_length
     self._special = special
     self._rng = rng
@@ -80,14 +87,17 @@ class ExampleBuilder:
       # A sentence joins the first segment while it fits, always when that
       # segment is empty, and half the time when it would overflow a first
       # segment that is still short and has no second segment after it.
-      if (not first or len(first) + len(sentence) < first_target or
-          (not second and len(first) < first_target and self._rng.random() < 0.5)):
+      if (
+        not first
+        or len(first) + len(sentence) < first_target
+        or (not second and len(first) < first_target and self._rng.random() < 0.5)
+      ):
         first += sentence
       else:
         second += sentence
     total = len(first) + len(second)
-    first = first[:self._max_length - 2]
-    second = second[:max(0, self._max_length - len(first) - 3)]
+    first = first[: self._max_length - 2]
+    second = second[: max(0, self._max_length - len(first) - 3)]
 
     self.stats.examples += 1
     self.stats.single_segment += not second
@@ -109,8 +119,9 @@ def encode_record(first: list[int], second: list[int], special: SpecialIds) -> n
   return np.asarray([segment_a, *ids], np.int32)
 
 
-def decode_records(records: list[np.ndarray], max_seq_length: int,
-                   pad_id: int) -> dict[str, np.ndarray]:
+def decode_records(
+  records: list[np.ndarray], max_seq_length: int, pad_id: int
+) -> dict[str, np.ndarray]:
   """input_ids, attention_mask and token_type_ids of a batch, each int32 [n, max_seq_length].
 
   Vectorised over the batch: one concatenation and one masked assignment
@@ -123,9 +134,9 @@ def decode_records(records: list[np.ndarray], max_seq_length: int,
   input_ids = np.full((len(records), max_seq_length), pad_id, np.int32)
   input_ids[valid] = np.concatenate([r[1:] for r in records])
   return {
-      'input_ids': input_ids,
-      'attention_mask': valid.astype(np.int32),
-      'token_type_ids': (valid & (positions >= segment_a)).astype(np.int32),
+    'input_ids': input_ids,
+    'attention_mask': valid.astype(np.int32),
+    'token_type_ids': (valid & (positions >= segment_a)).astype(np.int32),
   }
 
 

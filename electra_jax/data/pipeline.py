@@ -38,10 +38,13 @@ def prepared_data(config: ml_collections.ConfigDict, workdir: str) -> shards.Pre
     directory = os.path.join(workdir, 'data')
     if jax.process_index() == 0:
       logging.info('Preparing %s into %s', config.data.corpus, directory)
-      data = shard_writer.prepare(shard_writer.PrepareOptions.from_config(config), directory,
-                             num_workers=config.data.prepare_workers,
-                             max_position_embeddings=config.model.max_position_embeddings,
-                             progress=False)
+      data = shard_writer.prepare(
+        shard_writer.PrepareOptions.from_config(config),
+        directory,
+        num_workers=config.data.prepare_workers,
+        max_position_embeddings=config.model.max_position_embeddings,
+        progress=False,
+      )
       logging.info('%s', shard_writer.summary(data))
     multihost_utils.sync_global_devices('electra_jax:prepare_data')
     data = shards.PreparedData.load(directory)
@@ -53,21 +56,21 @@ def check_compatible(data: shards.PreparedData, config: ml_collections.ConfigDic
   """Refuses data whose vocabulary or sequence length differ from the model's."""
   if data.vocab_size != config.model.vocab_size:
     raise config_lib.ConfigError(
-        f'config.model.vocab_size: {config.model.vocab_size}, but the data in {data.directory} was '
-        f'tokenized with {data.vocab_size} ids ({data.metadata["tokenizer"]["file"]}); set '
-        f'--config.model.vocab_size={data.vocab_size} or prepare the data with a matching '
-        'tokenizer')
+      f'config.model.vocab_size: {config.model.vocab_size}, but the data in {data.directory} was '
+      f'tokenized with {data.vocab_size} ids ({data.metadata["tokenizer"]["file"]}); set '
+      f'--config.model.vocab_size={data.vocab_size} or prepare the data with a matching '
+      'tokenizer'
+    )
   if data.max_seq_length != config.max_seq_length:
     raise config_lib.ConfigError(
-        f'config.max_seq_length: {config.max_seq_length}, but {data.directory} holds '
-        f'{data.max_seq_length}-token examples; set --config.max_seq_length='
-        f'{data.max_seq_length} or prepare the data at this length')
+      f'config.max_seq_length: {config.max_seq_length}, but {data.directory} holds '
+      f'{data.max_seq_length}-token examples; set --config.max_seq_length='
+      f'{data.max_seq_length} or prepare the data at this length'
+    )
 
 
-def _decode_batch(raws: list[bytes], *, dtype: np.dtype, max_seq_length: int,
-                  pad_id: int) -> Batch:
-  return packing.decode_records([np.frombuffer(raw, dtype) for raw in raws], max_seq_length,
-                                 pad_id)
+def _decode_batch(raws: list[bytes], *, dtype: np.dtype, max_seq_length: int, pad_id: int) -> Batch:
+  return packing.decode_records([np.frombuffer(raw, dtype) for raw in raws], max_seq_length, pad_id)
 
 
 class ProcessShare(grain.MapDataset):
@@ -79,8 +82,7 @@ class ProcessShare(grain.MapDataset):
   the process count, so results and resumes do not depend on the host count.
   """
 
-  def __init__(self, parent: grain.MapDataset, process_index: int, process_count: int,
-               local: int):
+  def __init__(self, parent: grain.MapDataset, process_index: int, process_count: int, local: int):
     super().__init__(parent)
     self._index, self._count, self._local = process_index, process_count, local
     self._length = len(parent) // (process_count * local) * local
@@ -104,9 +106,15 @@ class ProcessShare(grain.MapDataset):
     return f'ProcessShare({self._index} of {self._count}, {self._local} rows per batch)'
 
 
-def train_iterator(data: shards.PreparedData, config: ml_collections.ConfigDict, *,
-                   process_index: int, process_count: int, num_epochs: int | None = None,
-                   batch_size: int | None = None) -> grain.DatasetIterator:
+def train_iterator(
+  data: shards.PreparedData,
+  config: ml_collections.ConfigDict,
+  *,
+  process_index: int,
+  process_count: int,
+  num_epochs: int | None = None,
+  batch_size: int | None = None,
+) -> grain.DatasetIterator:
   """An iterator of this process's share of each global batch (numpy arrays).
 
   num_epochs=None repeats forever; a number stops after that many passes.
@@ -114,25 +122,41 @@ def train_iterator(data: shards.PreparedData, config: ml_collections.ConfigDict,
   """
   batch_size = batch_size or config.batch_size
   if batch_size % process_count:
-    raise config_lib.ConfigError(f'config.batch_size: {batch_size} does not split over the '
-                                 f'{process_count} processes; use a multiple of it')
-  decode = functools.partial(_decode_batch, dtype=data.dtype,
-                             max_seq_length=data.max_seq_length, pad_id=data.special_ids.pad)
-  dataset = (grain.MapDataset.source(grain.sources.ArrayRecordDataSource(data.shard_paths()))
-             .shuffle(seed=config.seed)
-             .repeat(num_epochs))
+    raise config_lib.ConfigError(
+      f'config.batch_size: {batch_size} does not split over the '
+      f'{process_count} processes; use a multiple of it'
+    )
+  decode = functools.partial(
+    _decode_batch, dtype=data.dtype, max_seq_length=data.max_seq_length, pad_id=data.special_ids.pad
+  )
+  dataset = (
+    grain.MapDataset.source(grain.sources.ArrayRecordDataSource(data.shard_paths()))
+    .shuffle(seed=config.seed)
+    .repeat(num_epochs)
+  )
   local = batch_size // process_count
   # Records are decoded a whole batch at a time, which is several times
   # faster than decoding and stacking them one by one.
   dataset = ProcessShare(dataset, process_index, process_count, local).batch(
-      local, drop_remainder=True, batch_fn=decode)
-  reading = dataset.to_iter_dataset(grain.ReadOptions(
-      num_threads=config.data.read_threads,
-      prefetch_buffer_size=config.data.prefetch_batches))
+    local, drop_remainder=True, batch_fn=decode
+  )
+  reading = dataset.to_iter_dataset(
+    grain.ReadOptions(
+      num_threads=config.data.read_threads, prefetch_buffer_size=config.data.prefetch_batches
+    )
+  )
   if config.data.worker_processes:
     # Worker processes escape the GIL; each prepares whole batches.
-    return iter(reading.mp_prefetch(grain.MultiprocessingOptions(
-        num_workers=config.data.worker_processes,
-        per_worker_buffer_size=config.data.prefetch_batches)))
-  return iter(grain.experimental.ThreadPrefetchIterDataset(
-      reading, prefetch_buffer_size=config.data.prefetch_batches))
+    return iter(
+      reading.mp_prefetch(
+        grain.MultiprocessingOptions(
+          num_workers=config.data.worker_processes,
+          per_worker_buffer_size=config.data.prefetch_batches,
+        )
+      )
+    )
+  return iter(
+    grain.experimental.ThreadPrefetchIterDataset(
+      reading, prefetch_buffer_size=config.data.prefetch_batches
+    )
+  )

@@ -35,6 +35,7 @@ class PrepareError(errors.UserError):
 @dataclasses.dataclass(frozen=True)
 class PrepareOptions:
   """Everything that determines the prepared examples (and nothing else)."""
+
   corpus: str
   max_seq_length: int
   # Exactly one tokenizer source: a WordPiece vocab, a sentencepiece model,
@@ -57,28 +58,42 @@ class PrepareOptions:
     """Options from a training config; the sentencepiece size is model.vocab_size."""
     d = config.data
     return cls(
-        corpus=d.corpus, max_seq_length=config.max_seq_length, vocab=d.vocab,
-        spm_model=d.spm_model,
-        spm_vocab_size=0 if d.vocab or d.spm_model else config.model.vocab_size,
-        spm_model_type=d.spm_model_type, spm_sample_sentences=d.spm_sample_sentences,
-        lower_case=d.lower_case, strip_accents=d.strip_accents,
-        split_sentences=d.split_sentences, single_segment_prob=d.single_segment_prob,
-        short_seq_prob=d.short_seq_prob, seed=config.seed,
-        read=sources.ReadOptions(text_field=d.text_field, tfds_data_dir=d.tfds_data_dir,
-                                 on_invalid_utf8=d.on_invalid_utf8))
+      corpus=d.corpus,
+      max_seq_length=config.max_seq_length,
+      vocab=d.vocab,
+      spm_model=d.spm_model,
+      spm_vocab_size=0 if d.vocab or d.spm_model else config.model.vocab_size,
+      spm_model_type=d.spm_model_type,
+      spm_sample_sentences=d.spm_sample_sentences,
+      lower_case=d.lower_case,
+      strip_accents=d.strip_accents,
+      split_sentences=d.split_sentences,
+      single_segment_prob=d.single_segment_prob,
+      short_seq_prob=d.short_seq_prob,
+      seed=config.seed,
+      read=sources.ReadOptions(
+        text_field=d.text_field, tfds_data_dir=d.tfds_data_dir, on_invalid_utf8=d.on_invalid_utf8
+      ),
+    )
 
   def validate(self, max_position_embeddings: int) -> None:
     chosen = [name for name in ('vocab', 'spm_model', 'spm_vocab_size') if getattr(self, name)]
     if len(chosen) != 1:
-      raise PrepareError(f'choose exactly one tokenizer: --vocab=vocab.txt (WordPiece), '
-                         f'--spm_model=PATH or --spm_vocab_size=N (got {chosen or "none"})')
+      raise PrepareError(
+        f'choose exactly one tokenizer: --vocab=vocab.txt (WordPiece), '
+        f'--spm_model=PATH or --spm_vocab_size=N (got {chosen or "none"})'
+      )
     if not 8 <= self.max_seq_length <= max_position_embeddings:
-      raise PrepareError(f'max_seq_length={self.max_seq_length}: must be in [8, '
-                         f'{max_position_embeddings}], the model\'s position embeddings; '
-                         'raise model.max_position_embeddings to go longer')
+      raise PrepareError(
+        f'max_seq_length={self.max_seq_length}: must be in [8, '
+        f"{max_position_embeddings}], the model's position embeddings; "
+        'raise model.max_position_embeddings to go longer'
+      )
     if self.read.on_invalid_utf8 not in sources.ON_INVALID_UTF8:
-      raise PrepareError(f'on_invalid_utf8={self.read.on_invalid_utf8!r}: use one of '
-                         f'{", ".join(sources.ON_INVALID_UTF8)}')
+      raise PrepareError(
+        f'on_invalid_utf8={self.read.on_invalid_utf8!r}: use one of '
+        f'{", ".join(sources.ON_INVALID_UTF8)}'
+      )
     for name in ('single_segment_prob', 'short_seq_prob'):
       if not 0 <= getattr(self, name) <= 1:
         raise PrepareError(f'{name}={getattr(self, name)}: must be a probability in [0, 1]')
@@ -98,30 +113,40 @@ def _sample_sentences(units: list[sources.WorkUnit], options: PrepareOptions) ->
         yield from (packing.split_sentences(line) if options.split_sentences else [line])
 
 
-def _setup_tokenizer(options: PrepareOptions, units: list[sources.WorkUnit],
-                     directory: str) -> tokenizers.Tokenizer:
+def _setup_tokenizer(
+  options: PrepareOptions, units: list[sources.WorkUnit], directory: str
+) -> tokenizers.Tokenizer:
   """The tokenizer, its file copied (or trained) into `directory`."""
   if options.vocab:
     tokenizer: tokenizers.Tokenizer = tokenizers.WordPieceTokenizer(
-        options.vocab, lower_case=options.lower_case, strip_accents=options.strip_accents)
+      options.vocab, lower_case=options.lower_case, strip_accents=options.strip_accents
+    )
   elif options.spm_model:
     tokenizer = tokenizers.SentencePieceTokenizer(options.spm_model)
   else:
     model = os.path.join(directory, 'spm.model')
     if not os.path.exists(model):
-      logging.info('Training a %d-piece sentencepiece model on up to %d sentences',
-                   options.spm_vocab_size, options.spm_sample_sentences)
+      logging.info(
+        'Training a %d-piece sentencepiece model on up to %d sentences',
+        options.spm_vocab_size,
+        options.spm_sample_sentences,
+      )
       tmp = os.path.join(directory, f'.training-{os.getpid()}')
       os.makedirs(tmp, exist_ok=True)
       try:
         trained = tokenizers.train_sentencepiece(
-            _sample_sentences(units, options), os.path.join(tmp, 'spm'),
-            vocab_size=options.spm_vocab_size, model_type=options.spm_model_type,
-            max_sentences=options.spm_sample_sentences)
+          _sample_sentences(units, options),
+          os.path.join(tmp, 'spm'),
+          vocab_size=options.spm_vocab_size,
+          model_type=options.spm_model_type,
+          max_sentences=options.spm_sample_sentences,
+        )
       except RuntimeError as e:  # sentencepiece reports a too-small corpus this way.
-        raise PrepareError(f'training a {options.spm_vocab_size}-piece sentencepiece model on '
-                           f'{options.corpus!r} failed ({e}); use a smaller --spm_vocab_size '
-                           'or more text') from None
+        raise PrepareError(
+          f'training a {options.spm_vocab_size}-piece sentencepiece model on '
+          f'{options.corpus!r} failed ({e}); use a smaller --spm_vocab_size '
+          'or more text'
+        ) from None
       os.replace(trained, model)
       shutil.rmtree(tmp, ignore_errors=True)
     return tokenizers.SentencePieceTokenizer(model)
@@ -136,8 +161,9 @@ def _worker_tokenizer(spec_items: tuple, directory: str) -> tokenizers.Tokenizer
   return tokenizers.load_tokenizer(dict(spec_items), directory)
 
 
-def _prepare_unit(task: tuple[int, sources.WorkUnit, PrepareOptions, str,
-                              dict[str, Any]]) -> dict[str, Any]:
+def _prepare_unit(
+  task: tuple[int, sources.WorkUnit, PrepareOptions, str, dict[str, Any]],
+) -> dict[str, Any]:
   """Tokenizes and packs one unit into its shard; returns the shard's counts."""
   index, unit, options, output_dir, tokenizer_spec = task
   try:
@@ -148,15 +174,24 @@ def _prepare_unit(task: tuple[int, sources.WorkUnit, PrepareOptions, str,
     raise PrepareError(f'{unit.name}: {type(e).__name__}: {e}') from e
 
 
-def _write_shard(index: int, unit: sources.WorkUnit, options: PrepareOptions, output_dir: str,
-                 tokenizer_spec: dict[str, Any]) -> dict[str, Any]:
+def _write_shard(
+  index: int,
+  unit: sources.WorkUnit,
+  options: PrepareOptions,
+  output_dir: str,
+  tokenizer_spec: dict[str, Any],
+) -> dict[str, Any]:
   start = time.perf_counter()
-  tokenizer = _worker_tokenizer(tuple(sorted(tokenizer_spec.items())),
-                                os.path.join(output_dir, 'tokenizer'))
+  tokenizer = _worker_tokenizer(
+    tuple(sorted(tokenizer_spec.items())), os.path.join(output_dir, 'tokenizer')
+  )
   builder = packing.ExampleBuilder(
-      options.max_seq_length, tokenizer.special_ids,
-      np.random.default_rng([options.seed, index]),
-      single_segment_prob=options.single_segment_prob, short_seq_prob=options.short_seq_prob)
+    options.max_seq_length,
+    tokenizer.special_ids,
+    np.random.default_rng([options.seed, index]),
+    single_segment_prob=options.single_segment_prob,
+    short_seq_prob=options.short_seq_prob,
+  )
   dtype = shards.record_dtype(tokenizer.vocab_size, options.max_seq_length)
   read_stats = sources.ReadStats()
   documents = text_bytes = unknown = 0
@@ -167,8 +202,11 @@ def _write_shard(index: int, unit: sources.WorkUnit, options: PrepareOptions, ou
     for doc in sources.read_documents(unit, options.read, read_stats):
       documents += 1
       text_bytes += sum(len(line.encode('utf-8')) + 1 for line in doc)
-      lines = ([s for line in doc for s in packing.split_sentences(line)]
-               if options.split_sentences else doc)
+      lines = (
+        [s for line in doc for s in packing.split_sentences(line)]
+        if options.split_sentences
+        else doc
+      )
       sentences = tokenizer.encode(lines)
       unknown += sum(ids.count(tokenizer.unk_id) for ids in sentences)
       for record in builder.add_document(sentences):
@@ -176,10 +214,16 @@ def _write_shard(index: int, unit: sources.WorkUnit, options: PrepareOptions, ou
   finally:
     writer.close()
   os.replace(tmp, final)
-  stats = {'source': unit.name, 'documents': documents, 'text_bytes': text_bytes,
-           'unknown_tokens': unknown, 'invalid_utf8_lines': read_stats.invalid_utf8_lines,
-           'empty_files': read_stats.empty_files, 'seconds': time.perf_counter() - start,
-           **dataclasses.asdict(builder.stats)}
+  stats = {
+    'source': unit.name,
+    'documents': documents,
+    'text_bytes': text_bytes,
+    'unknown_tokens': unknown,
+    'invalid_utf8_lines': read_stats.invalid_utf8_lines,
+    'empty_files': read_stats.empty_files,
+    'seconds': time.perf_counter() - start,
+    **dataclasses.asdict(builder.stats),
+  }
   shards.write_json_atomic(shards.shard_stats_path(output_dir, index), stats)
   return stats
 
@@ -195,11 +239,16 @@ def _check_plan(output_dir: str, plan: dict[str, Any]) -> None:
   with open(path) as f:
     previous = json.load(f)
   if previous != json.loads(json.dumps(plan)):
-    differing = sorted(k for k in set(previous['options']) | set(plan['options'])
-                       if previous['options'].get(k) != plan['options'].get(k))
+    differing = sorted(
+      k
+      for k in set(previous['options']) | set(plan['options'])
+      if previous['options'].get(k) != plan['options'].get(k)
+    )
     what = f'options {differing}' if differing else 'corpus files'
-    raise PrepareError(f'{output_dir} holds data prepared with different {what}; choose a new '
-                       '--output_dir, or delete the old one to start over')
+    raise PrepareError(
+      f'{output_dir} holds data prepared with different {what}; choose a new '
+      '--output_dir, or delete the old one to start over'
+    )
 
 
 def _summarize(per_shard: list[dict[str, Any]]) -> dict[str, Any]:
@@ -212,9 +261,14 @@ def _summarize(per_shard: list[dict[str, Any]]) -> dict[str, Any]:
   return counts
 
 
-def prepare(options: PrepareOptions, output_dir: str, *, num_workers: int = 0,
-            max_position_embeddings: int = 512,
-            progress: bool = True) -> shards.PreparedData:
+def prepare(
+  options: PrepareOptions,
+  output_dir: str,
+  *,
+  num_workers: int = 0,
+  max_position_embeddings: int = 512,
+  progress: bool = True,
+) -> shards.PreparedData:
   """Prepares (or finishes preparing) `output_dir`; returns the complete directory."""
   options.validate(max_position_embeddings)
   units = sources.plan_units(options.corpus, options.read)
@@ -235,8 +289,13 @@ def prepare(options: PrepareOptions, output_dir: str, *, num_workers: int = 0,
     logging.info('Resuming: %d of %d shards are already written', len(done), len(units))
   workers = min(num_workers or os.cpu_count() or 1, max(1, len(todo)))
   start = time.perf_counter()
-  bar = tqdm.tqdm(total=len(units), initial=len(done), unit='shard', disable=not progress,
-                  desc=f'Preparing {output_dir}')
+  bar = tqdm.tqdm(
+    total=len(units),
+    initial=len(done),
+    unit='shard',
+    disable=not progress,
+    desc=f'Preparing {output_dir}',
+  )
   with bar:
     if workers == 1:
       results = map(_prepare_unit, todo)
@@ -249,8 +308,9 @@ def prepare(options: PrepareOptions, output_dir: str, *, num_workers: int = 0,
         bar.update(1)
         bar.set_postfix(examples=stats['examples'], refresh=False)
         for empty in stats['empty_files']:
-          logging.warning('%s is empty and was skipped; remove it from the corpus to silence '
-                          'this warning', empty)
+          logging.warning(
+            '%s is empty and was skipped; remove it from the corpus to silence this warning', empty
+          )
     finally:
       if workers > 1:
         pool.terminate()
@@ -262,22 +322,28 @@ def prepare(options: PrepareOptions, output_dir: str, *, num_workers: int = 0,
       per_shard.append(json.load(f))
   counts = _summarize(per_shard)
   if not counts['examples']:
-    raise PrepareError(f'corpus {options.corpus!r} holds no text (every file is empty); '
-                       'point --corpus at the text')
+    raise PrepareError(
+      f'corpus {options.corpus!r} holds no text (every file is empty); point --corpus at the text'
+    )
   metadata = {
-      'format': shards.FORMAT,
-      'format_version': shards.FORMAT_VERSION,
-      'max_seq_length': options.max_seq_length,
-      'record_dtype': shards.record_dtype(tokenizer.vocab_size, options.max_seq_length),
-      'tokenizer': spec,
-      'special_ids': dataclasses.asdict(tokenizer.special_ids),
-      'corpus': options.corpus,
-      'options': options.as_json(),
-      'counts': counts,
-      'shards': [{'file': os.path.relpath(shards.shard_path(output_dir, i), output_dir),
-                  'examples': s['examples'], 'source': s['source']}
-                 for i, s in enumerate(per_shard)],
-      'seconds_this_run': seconds,
+    'format': shards.FORMAT,
+    'format_version': shards.FORMAT_VERSION,
+    'max_seq_length': options.max_seq_length,
+    'record_dtype': shards.record_dtype(tokenizer.vocab_size, options.max_seq_length),
+    'tokenizer': spec,
+    'special_ids': dataclasses.asdict(tokenizer.special_ids),
+    'corpus': options.corpus,
+    'options': options.as_json(),
+    'counts': counts,
+    'shards': [
+      {
+        'file': os.path.relpath(shards.shard_path(output_dir, i), output_dir),
+        'examples': s['examples'],
+        'source': s['source'],
+      }
+      for i, s in enumerate(per_shard)
+    ],
+    'seconds_this_run': seconds,
   }
   shards.write_json_atomic(os.path.join(output_dir, 'metadata.json'), metadata)
   return shards.PreparedData(output_dir, metadata)
@@ -289,17 +355,17 @@ def summary(data: shards.PreparedData) -> str:
   tokens = max(1, c['tokens'])
   seconds = data.metadata['seconds_this_run']
   lines = [
-      f'prepared: {data.directory}',
-      f'  tokenizer: {data.metadata["tokenizer"]["kind"]} '
-      f'{data.metadata["tokenizer"]["file"]} ({data.vocab_size} ids)',
-      f'  documents: {c["documents"]:,}   text: {c["text_bytes"] / 1e6:,.1f} MB',
-      f'  tokens: {c["tokens"]:,}   unknown-token rate: {c["unknown_tokens"] / tokens:.4%}',
-      f'  examples: {c["examples"]:,} of {data.max_seq_length} tokens '
-      f'({c["single_segment"] / max(1, c["examples"]):.1%} single-segment) in '
-      f'{len(data.metadata["shards"])} shards',
-      f'  truncated tokens: {c["truncated_tokens"]:,} ({c["truncated_tokens"] / tokens:.2%})',
-      f'  invalid UTF-8 lines skipped: {c["invalid_utf8_lines"]:,}   empty files: '
-      f'{len(c["empty_files"])}',
+    f'prepared: {data.directory}',
+    f'  tokenizer: {data.metadata["tokenizer"]["kind"]} '
+    f'{data.metadata["tokenizer"]["file"]} ({data.vocab_size} ids)',
+    f'  documents: {c["documents"]:,}   text: {c["text_bytes"] / 1e6:,.1f} MB',
+    f'  tokens: {c["tokens"]:,}   unknown-token rate: {c["unknown_tokens"] / tokens:.4%}',
+    f'  examples: {c["examples"]:,} of {data.max_seq_length} tokens '
+    f'({c["single_segment"] / max(1, c["examples"]):.1%} single-segment) in '
+    f'{len(data.metadata["shards"])} shards',
+    f'  truncated tokens: {c["truncated_tokens"]:,} ({c["truncated_tokens"] / tokens:.2%})',
+    f'  invalid UTF-8 lines skipped: {c["invalid_utf8_lines"]:,}   empty files: '
+    f'{len(c["empty_files"])}',
   ]
   if seconds > 0:
     lines.append(f'  this run: {seconds:.1f} s')

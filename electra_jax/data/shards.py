@@ -54,6 +54,7 @@ def record_dtype(vocab_size: int, max_seq_length: int) -> str:
 @dataclasses.dataclass(frozen=True)
 class PreparedData:
   """A complete prepared-data directory, as its metadata describes it."""
+
   directory: str
   metadata: dict[str, Any]
 
@@ -61,18 +62,20 @@ class PreparedData:
   def load(cls, directory: str) -> 'PreparedData':
     path = os.path.join(directory, 'metadata.json')
     if not os.path.exists(path):
-      hint = ('preparation has not finished; rerun the same prepare_data command to resume'
-              if os.path.exists(os.path.join(directory, 'plan.json')) else
-              'prepare it with python -m electra_jax.prepare_data --output_dir=' + directory)
-      raise DataDirError(f'{directory}: no metadata.json, so not a prepared data directory; '
-                         f'{hint}')
+      hint = (
+        'preparation has not finished; rerun the same prepare_data command to resume'
+        if os.path.exists(os.path.join(directory, 'plan.json'))
+        else 'prepare it with python -m electra_jax.prepare_data --output_dir=' + directory
+      )
+      raise DataDirError(f'{directory}: no metadata.json, so not a prepared data directory; {hint}')
     with open(path) as f:
       metadata = json.load(f)
     if metadata.get('format') != FORMAT or metadata.get('format_version') != FORMAT_VERSION:
       raise DataDirError(
-          f'{directory}: written as {metadata.get("format")} version '
-          f'{metadata.get("format_version")}, but this electra_jax reads {FORMAT} version '
-          f'{FORMAT_VERSION}; prepare the data again with this version')
+        f'{directory}: written as {metadata.get("format")} version '
+        f'{metadata.get("format_version")}, but this electra_jax reads {FORMAT} version '
+        f'{FORMAT_VERSION}; prepare the data again with this version'
+      )
     return cls(directory, metadata)
 
   @property
@@ -96,9 +99,11 @@ class PreparedData:
     return np.dtype(self.metadata['record_dtype'])
 
   def shard_paths(self) -> list[str]:
-    return [os.path.join(self.directory, s['file']) for s in self.metadata['shards']
-            if s['examples']]
+    return [
+      os.path.join(self.directory, s['file']) for s in self.metadata['shards'] if s['examples']
+    ]
 
   def tokenizer(self) -> tokenizers.Tokenizer:
-    return tokenizers.load_tokenizer(self.metadata['tokenizer'],
-                                     os.path.join(self.directory, 'tokenizer'))
+    return tokenizers.load_tokenizer(
+      self.metadata['tokenizer'], os.path.join(self.directory, 'tokenizer')
+    )

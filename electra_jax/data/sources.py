@@ -48,6 +48,7 @@ class ReadOptions:
 @dataclasses.dataclass(frozen=True)
 class WorkUnit:
   """One file, or records [start, stop) of a TFDS split."""
+
   kind: str
   path: str
   split: str = ''
@@ -56,13 +57,15 @@ class WorkUnit:
 
   @property
   def name(self) -> str:
-    return f'{self.kind}:{self.path}' + (f'@{self.split}[{self.start}:{self.stop}]'
-                                         if self.kind == 'tfds' else '')
+    return f'{self.kind}:{self.path}' + (
+      f'@{self.split}[{self.start}:{self.stop}]' if self.kind == 'tfds' else ''
+    )
 
 
 @dataclasses.dataclass
 class ReadStats:
   """What reading a unit met besides documents."""
+
   invalid_utf8_lines: int = 0
   empty_files: list[str] = dataclasses.field(default_factory=list)
 
@@ -72,8 +75,10 @@ def _parse_source(source: str) -> tuple[str, str]:
   if sep and kind in KINDS:
     return kind, arg
   if sep and len(kind) > 1 and '/' not in kind and '*' not in kind:
-    raise CorpusError(f'corpus source {source!r}: unknown kind {kind!r}; use one of '
-                      f'{", ".join(k + ":" for k in KINDS)} or a bare glob')
+    raise CorpusError(
+      f'corpus source {source!r}: unknown kind {kind!r}; use one of '
+      f'{", ".join(k + ":" for k in KINDS)} or a bare glob'
+    )
   return 'auto', source
 
 
@@ -96,15 +101,18 @@ def plan_units(spec: str, options: ReadOptions) -> list[WorkUnit]:
       continue
     files = sorted(glob.glob(arg))
     if not files:
-      raise CorpusError(f'corpus source {source!r}: no files match {arg!r}; check the path, '
-                        "and quote the glob so that the shell leaves it alone")
+      raise CorpusError(
+        f'corpus source {source!r}: no files match {arg!r}; check the path, '
+        'and quote the glob so that the shell leaves it alone'
+      )
     for path in files:
       units.append(WorkUnit(_detect_kind(path) if kind == 'auto' else kind, path))
   return units
 
 
-def read_documents(unit: WorkUnit, options: ReadOptions,
-                   stats: ReadStats | None = None) -> Iterator[Document]:
+def read_documents(
+  unit: WorkUnit, options: ReadOptions, stats: ReadStats | None = None
+) -> Iterator[Document]:
   """Yields the documents of one work unit, in order."""
   stats = stats if stats is not None else ReadStats()
   if unit.kind == 'tfds':
@@ -153,16 +161,18 @@ def _text_lines(path: str, options: ReadOptions, stats: ReadStats) -> Iterator[s
         seen_bytes = seen_bytes or bool(raw.strip())
         try:
           if b'\0' in raw:
-            raise UnicodeDecodeError('utf-8', raw, raw.index(b'\0'), raw.index(b'\0') + 1,
-                                     'NUL byte')
+            raise UnicodeDecodeError(
+              'utf-8', raw, raw.index(b'\0'), raw.index(b'\0') + 1, 'NUL byte'
+            )
           yield raw.decode('utf-8').strip()
           continue
         except UnicodeDecodeError as e:
           reason = f'{e.reason} at byte {e.start}'
         if options.on_invalid_utf8 == 'error':
           raise CorpusError(
-              f'{path}, line {number}: not valid UTF-8 ({reason}); fix the file, or pass '
-              '--on_invalid_utf8=skip to drop such lines')
+            f'{path}, line {number}: not valid UTF-8 ({reason}); fix the file, or pass '
+            '--on_invalid_utf8=skip to drop such lines'
+          )
         if options.on_invalid_utf8 == 'skip' and 'NUL' in reason:
           raise CorpusError(_looks_binary(path, f'line {number} holds a NUL byte'))
         invalid += 1
@@ -176,8 +186,10 @@ def _text_lines(path: str, options: ReadOptions, stats: ReadStats) -> Iterator[s
 
 
 def _looks_binary(path: str, why: str) -> str:
-  return (f'{path}: does not look like text ({why}); check the corpus glob, or pass '
-          '--on_invalid_utf8=skip_all to drop every line that is not UTF-8 text')
+  return (
+    f'{path}: does not look like text ({why}); check the corpus glob, or pass '
+    '--on_invalid_utf8=skip_all to drop every line that is not UTF-8 text'
+  )
 
 
 def _jsonl_documents(path: str, lines: Iterator[str], field: str) -> Iterator[Document]:
@@ -187,12 +199,15 @@ def _jsonl_documents(path: str, lines: Iterator[str], field: str) -> Iterator[Do
     try:
       record = json.loads(line)
     except json.JSONDecodeError as e:
-      raise CorpusError(f'{path}, line {number}: not JSON ({e.msg}); each line must be one '
-                        'JSON object') from None
+      raise CorpusError(
+        f'{path}, line {number}: not JSON ({e.msg}); each line must be one JSON object'
+      ) from None
     text = record.get(field) if isinstance(record, dict) else None
     if not isinstance(text, str):
-      raise CorpusError(f'{path}, line {number}: no string field {field!r}; set '
-                        f'--text_field (config.data.text_field) to the field holding the text')
+      raise CorpusError(
+        f'{path}, line {number}: no string field {field!r}; set '
+        f'--text_field (config.data.text_field) to the field holding the text'
+      )
     doc = [p.strip() for p in text.splitlines() if p.strip()]
     if doc:
       yield doc
@@ -213,14 +228,18 @@ def _tfds_source(name: str, split: str, options: ReadOptions) -> Any:
   loaded. Splits stored as TFRecord go through tf.data instead.
   """
   import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
+
   try:
     builder = tfds.builder(name, data_dir=options.tfds_data_dir)
   except Exception as e:  # tfds raises several types for unknown or unprepared names.
-    raise CorpusError(f'corpus source tfds:{name}: {e}; prepare it with `tfds build` or set '
-                      'config.data.tfds_data_dir to where it is') from None
+    raise CorpusError(
+      f'corpus source tfds:{name}: {e}; prepare it with `tfds build` or set '
+      'config.data.tfds_data_dir to where it is'
+    ) from None
   if split not in builder.info.splits:
-    raise CorpusError(f'corpus source tfds:{name}@{split}: no split {split!r}; it has '
-                      f'{sorted(builder.info.splits)}')
+    raise CorpusError(
+      f'corpus source tfds:{name}@{split}: no split {split!r}; it has {sorted(builder.info.splits)}'
+    )
   if builder.info.file_format.value == 'array_record':
     return builder.as_data_source(split=split)
   return _TfRecordSplit(builder, split)
@@ -238,21 +257,27 @@ class _TfRecordSplit:
 
   def read(self, start: int, stop: int) -> Iterator[dict[str, Any]]:
     import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
+
     try:
-      dataset = self._builder.as_dataset(split=f'{self._split}[{start}:{stop}]',
-                                         shuffle_files=False)
+      dataset = self._builder.as_dataset(
+        split=f'{self._split}[{start}:{stop}]', shuffle_files=False
+      )
     except ImportError as e:
-      raise CorpusError(f'{self._builder.name} is stored as TFRecord, which needs TensorFlow '
-                        f'({e}); pip install tensorflow-cpu, or rebuild the dataset with '
-                        "file_format='array_record'") from None
+      raise CorpusError(
+        f'{self._builder.name} is stored as TFRecord, which needs TensorFlow '
+        f'({e}); pip install tensorflow-cpu, or rebuild the dataset with '
+        "file_format='array_record'"
+      ) from None
     yield from tfds.as_numpy(dataset)
 
 
 def _tfds_units(arg: str, options: ReadOptions) -> list[WorkUnit]:
   name, split = _parse_tfds(arg)
   total = len(_tfds_source(name, split, options))
-  return [WorkUnit('tfds', name, split, start, min(start + TFDS_RECORDS_PER_UNIT, total))
-          for start in range(0, total, TFDS_RECORDS_PER_UNIT)]
+  return [
+    WorkUnit('tfds', name, split, start, min(start + TFDS_RECORDS_PER_UNIT, total))
+    for start in range(0, total, TFDS_RECORDS_PER_UNIT)
+  ]
 
 
 def _tfds_documents(unit: WorkUnit, options: ReadOptions) -> Iterator[Document]:
@@ -263,8 +288,10 @@ def _tfds_documents(unit: WorkUnit, options: ReadOptions) -> Iterator[Document]:
     records = (source[i] for i in range(unit.start, unit.stop))
   for record in records:
     if options.text_field not in record:
-      raise CorpusError(f'tfds:{unit.path}: records have no field {options.text_field!r} '
-                        f'(fields: {sorted(record)}); set config.data.text_field')
+      raise CorpusError(
+        f'tfds:{unit.path}: records have no field {options.text_field!r} '
+        f'(fields: {sorted(record)}); set config.data.text_field'
+      )
     text = record[options.text_field]
     text = text.decode('utf-8', errors='replace') if isinstance(text, bytes) else str(text)
     doc = [p.strip() for p in text.splitlines() if p.strip()]

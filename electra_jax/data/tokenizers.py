@@ -32,6 +32,7 @@ from electra_jax import errors
 @dataclasses.dataclass(frozen=True)
 class SpecialIds:
   """The ids of the special tokens that packing and masking write or skip."""
+
   pad: int
   cls: int
   sep: int
@@ -58,8 +59,7 @@ class Tokenizer(abc.ABC):
 
   @property
   @abc.abstractmethod
-  def vocab_size(self) -> int:
-    ...
+  def vocab_size(self) -> int: ...
 
   @abc.abstractmethod
   def encode(self, texts: list[str]) -> list[list[int]]:
@@ -80,10 +80,13 @@ class Tokenizer(abc.ABC):
   def _set_special_ids(self, ids: dict[str, int], path: str) -> None:
     missing = [token for token in SPECIAL_TOKENS if token not in ids]
     if missing:
-      raise TokenizerError(f'{path}: lacks the special tokens {missing}; ELECTRA needs all of '
-                           f'{list(SPECIAL_TOKENS)} in the vocabulary')
+      raise TokenizerError(
+        f'{path}: lacks the special tokens {missing}; ELECTRA needs all of '
+        f'{list(SPECIAL_TOKENS)} in the vocabulary'
+      )
     self.pad_id, self.unk_id, self.cls_id, self.sep_id, self.mask_id = (
-        ids[t] for t in SPECIAL_TOKENS)
+      ids[t] for t in SPECIAL_TOKENS
+    )
 
 
 def file_sha256(path: str) -> str:
@@ -102,11 +105,14 @@ class SentencePieceTokenizer(Tokenizer):
     try:
       self._sp = spm.SentencePieceProcessor(model_file=model_path)
     except (OSError, RuntimeError) as e:
-      raise TokenizerError(f'{model_path}: not a sentencepiece model ({e}); pass a .model '
-                           'file, or --spm_vocab_size=N to train one') from None
+      raise TokenizerError(
+        f'{model_path}: not a sentencepiece model ({e}); pass a .model '
+        'file, or --spm_vocab_size=N to train one'
+      ) from None
     ids = {p: self._sp.piece_to_id(p) for p in SPECIAL_TOKENS}
-    self._set_special_ids({p: i for p, i in ids.items() if self._sp.id_to_piece(i) == p},
-                          model_path)
+    self._set_special_ids(
+      {p: i for p, i in ids.items() if self._sp.id_to_piece(i) == p}, model_path
+    )
 
   @property
   def vocab_size(self) -> int:
@@ -119,15 +125,25 @@ class SentencePieceTokenizer(Tokenizer):
     return [self._sp.id_to_piece(int(i)) for i in ids]
 
   def spec(self) -> dict[str, Any]:
-    return {'kind': 'sentencepiece', 'file': os.path.basename(self.model_path),
-            'sha256': file_sha256(self.model_path), 'vocab_size': self.vocab_size}
+    return {
+      'kind': 'sentencepiece',
+      'file': os.path.basename(self.model_path),
+      'sha256': file_sha256(self.model_path),
+      'vocab_size': self.vocab_size,
+    }
 
 
 _PROGRESS_SECONDS = 30  # How often a long sentencepiece training says it is alive.
 
 
-def train_sentencepiece(sentences: Iterable[str], model_prefix: str, *, vocab_size: int,
-                        model_type: str, max_sentences: int) -> str:
+def train_sentencepiece(
+  sentences: Iterable[str],
+  model_prefix: str,
+  *,
+  vocab_size: int,
+  model_type: str,
+  max_sentences: int,
+) -> str:
   """Trains a model on up to `max_sentences` lines; returns the .model path.
 
   The sample is written to a file with progress lines, then sentencepiece trains
@@ -143,22 +159,26 @@ def train_sentencepiece(sentences: Iterable[str], model_prefix: str, *, vocab_si
       f.write(sentence + '\n')
       count += 1
       if time.monotonic() - last >= _PROGRESS_SECONDS:
-        logging.info('sentencepiece: %s of up to %s sentences sampled', f'{count:,}',
-                     f'{max_sentences:,}')
+        logging.info(
+          'sentencepiece: %s of up to %s sentences sampled', f'{count:,}', f'{max_sentences:,}'
+        )
         last = time.monotonic()
   logging.info('sentencepiece: training %d pieces on %s sentences', vocab_size, f'{count:,}')
   options = dict(
-      input=sample,
-      model_prefix=model_prefix,
-      vocab_size=vocab_size,
-      model_type=model_type,
-      pad_id=0, pad_piece='[PAD]',
-      unk_id=1, unk_piece='[UNK]',
-      bos_id=-1, eos_id=-1,
-      control_symbols=['[CLS]', '[SEP]', '[MASK]'],
-      character_coverage=0.9999,
-      num_threads=os.cpu_count() or 1,
-      minloglevel=2,
+    input=sample,
+    model_prefix=model_prefix,
+    vocab_size=vocab_size,
+    model_type=model_type,
+    pad_id=0,
+    pad_piece='[PAD]',
+    unk_id=1,
+    unk_piece='[UNK]',
+    bos_id=-1,
+    eos_id=-1,
+    control_symbols=['[CLS]', '[SEP]', '[MASK]'],
+    character_coverage=0.9999,
+    num_threads=os.cpu_count() or 1,
+    minloglevel=2,
   )
   start = time.monotonic()
   # 'spawn': the parent may hold JAX's threads, which a fork would copy half-way.
@@ -171,8 +191,13 @@ def train_sentencepiece(sentences: Iterable[str], model_prefix: str, *, vocab_si
       except multiprocessing.TimeoutError:
         logging.info('sentencepiece: still training (%.0f s so far)', time.monotonic() - start)
   os.remove(sample)
-  logging.info('Trained a %d-piece %s sentencepiece model in %.0f s: %s.model', vocab_size,
-               model_type, time.monotonic() - start, model_prefix)
+  logging.info(
+    'Trained a %d-piece %s sentencepiece model in %.0f s: %s.model',
+    vocab_size,
+    model_type,
+    time.monotonic() - start,
+    model_prefix,
+  )
   return model_prefix + '.model'
 
 
@@ -183,8 +208,13 @@ def _is_punctuation(char: str) -> bool:
   # BERT treats every non-alphanumeric ASCII symbol as punctuation, plus the
   # Unicode P* categories.
   cp = ord(char)
-  return (33 <= cp <= 47 or 58 <= cp <= 64 or 91 <= cp <= 96 or 123 <= cp <= 126
-          or unicodedata.category(char).startswith('P'))
+  return (
+    33 <= cp <= 47
+    or 58 <= cp <= 64
+    or 91 <= cp <= 96
+    or 123 <= cp <= 126
+    or unicodedata.category(char).startswith('P')
+  )
 
 
 def _is_control(char: str) -> bool:
@@ -196,9 +226,16 @@ def _is_whitespace(char: str) -> bool:
 
 
 def _is_cjk(cp: int) -> bool:
-  return (0x4E00 <= cp <= 0x9FFF or 0x3400 <= cp <= 0x4DBF or 0x20000 <= cp <= 0x2A6DF
-          or 0x2A700 <= cp <= 0x2B73F or 0x2B740 <= cp <= 0x2B81F or 0x2B820 <= cp <= 0x2CEAF
-          or 0xF900 <= cp <= 0xFAFF or 0x2F800 <= cp <= 0x2FA1F)
+  return (
+    0x4E00 <= cp <= 0x9FFF
+    or 0x3400 <= cp <= 0x4DBF
+    or 0x20000 <= cp <= 0x2A6DF
+    or 0x2A700 <= cp <= 0x2B73F
+    or 0x2B740 <= cp <= 0x2B81F
+    or 0x2B820 <= cp <= 0x2CEAF
+    or 0xF900 <= cp <= 0xFAFF
+    or 0x2F800 <= cp <= 0x2FA1F
+  )
 
 
 class _CharMap(dict):
@@ -240,8 +277,9 @@ class WordPieceTokenizer(Tokenizer):
 
   _MAX_WORD_CHARS = 100  # Longer words become [UNK], as in BERT.
 
-  def __init__(self, vocab_path: str, *, lower_case: bool = True,
-               strip_accents: bool | None = None):
+  def __init__(
+    self, vocab_path: str, *, lower_case: bool = True, strip_accents: bool | None = None
+  ):
     self.vocab_path = vocab_path
     self.lower_case = lower_case
     # As BERT: accents are stripped when lower-casing unless told otherwise.
@@ -250,8 +288,10 @@ class WordPieceTokenizer(Tokenizer):
       with open(vocab_path, encoding='utf-8') as f:
         tokens = [line.rstrip('\n') for line in f]
     except (OSError, UnicodeDecodeError) as e:
-      raise TokenizerError(f'{vocab_path}: cannot read the WordPiece vocabulary ({e}); pass a '
-                           'vocab.txt with one token per line') from None
+      raise TokenizerError(
+        f'{vocab_path}: cannot read the WordPiece vocabulary ({e}); pass a '
+        'vocab.txt with one token per line'
+      ) from None
     self._vocab = {token: i for i, token in enumerate(tokens) if token}
     self._id_to_token = tokens
     self._size = len(tokens)
@@ -266,9 +306,14 @@ class WordPieceTokenizer(Tokenizer):
     return [self._id_to_token[int(i)] for i in ids]
 
   def spec(self) -> dict[str, Any]:
-    return {'kind': 'wordpiece', 'file': os.path.basename(self.vocab_path),
-            'sha256': file_sha256(self.vocab_path), 'vocab_size': self.vocab_size,
-            'lower_case': self.lower_case, 'strip_accents': self.strip_accents}
+    return {
+      'kind': 'wordpiece',
+      'file': os.path.basename(self.vocab_path),
+      'sha256': file_sha256(self.vocab_path),
+      'vocab_size': self.vocab_size,
+      'lower_case': self.lower_case,
+      'strip_accents': self.strip_accents,
+    }
 
   def _words(self, text: str) -> list[str]:
     # BERT's BasicTokenizer as three str.translate passes, which run in C.
@@ -310,13 +355,16 @@ def load_tokenizer(spec: dict[str, Any], directory: str) -> Tokenizer:
   if not os.path.exists(path):
     raise TokenizerError(f'{path} is missing; the prepared data needs its tokenizer file')
   if file_sha256(path) != spec['sha256']:
-    raise TokenizerError(f'{path} changed since the data was prepared (sha256 differs); '
-                         'restore it or prepare the data again')
+    raise TokenizerError(
+      f'{path} changed since the data was prepared (sha256 differs); '
+      'restore it or prepare the data again'
+    )
   if spec['kind'] == 'sentencepiece':
     tokenizer: Tokenizer = SentencePieceTokenizer(path)
   elif spec['kind'] == 'wordpiece':
-    tokenizer = WordPieceTokenizer(path, lower_case=spec['lower_case'],
-                                   strip_accents=spec['strip_accents'])
+    tokenizer = WordPieceTokenizer(
+      path, lower_case=spec['lower_case'], strip_accents=spec['strip_accents']
+    )
   else:
     raise TokenizerError(f'{directory}: unknown tokenizer kind {spec["kind"]!r}')
   return tokenizer
@@ -325,8 +373,11 @@ def load_tokenizer(spec: dict[str, Any], directory: str) -> Tokenizer:
 def copy_tokenizer_file(tokenizer: Tokenizer, directory: str) -> Tokenizer:
   """Copies the tokenizer's file into `directory`, returning the tokenizer loaded from there."""
   os.makedirs(directory, exist_ok=True)
-  source = tokenizer.model_path if isinstance(tokenizer, SentencePieceTokenizer) else (
-      tokenizer.vocab_path)
+  source = (
+    tokenizer.model_path
+    if isinstance(tokenizer, SentencePieceTokenizer)
+    else (tokenizer.vocab_path)
+  )
   target = os.path.join(directory, os.path.basename(source))
   if os.path.abspath(source) != os.path.abspath(target):
     shutil.copyfile(source, target)

@@ -22,11 +22,15 @@ flags.mark_flags_as_required(['workdir'])
 
 def main(argv: list[str]) -> None:
   del argv  # cli.run refuses words that are not flags.
-  results = train.finetune(_FLAGS.config.value, _FLAGS.task.value, _FLAGS.glue_dir.value,
-                           _FLAGS.init.value, _WORKDIR.value)
+  results = train.finetune(
+    _FLAGS.config.value, _FLAGS.task.value, _FLAGS.glue_dir.value, _FLAGS.init.value, _WORKDIR.value
+  )
   print(train.results_table(results))
-  summary = '  '.join(f'{split} {metric}={value:.4f}' for split, values in
-                      results['median'].items() for metric, value in values.items())
+  summary = '  '.join(
+    f'{split} {metric}={value:.4f}'
+    for split, values in results['median'].items()
+    for metric, value in values.items()
+  )
   print(f'{results["task"]} dev, median of {len(results["seeds"])} seeds: {summary}')
 
 

@@ -23,11 +23,12 @@ def _truncate_pair(a: list[int], b: list[int], budget: int) -> tuple[list[int], 
       cut_a += 1
     else:
       cut_b += 1
-  return a[:len(a) - cut_a], b[:len(b) - cut_b]
+  return a[: len(a) - cut_a], b[: len(b) - cut_b]
 
 
-def encode(examples: Examples, tokenizer: Tokenizer, max_seq_length: int, *,
-           swap: bool = False) -> Features:
+def encode(
+  examples: Examples, tokenizer: Tokenizer, max_seq_length: int, *, swap: bool = False
+) -> Features:
   """int32 [N, max_seq_length] input_ids, attention_mask and token_type_ids.
 
   `swap` exchanges the two texts of each pair (the released code's
@@ -44,17 +45,20 @@ def encode(examples: Examples, tokenizer: Tokenizer, max_seq_length: int, *,
   attention_mask = np.zeros((n, max_seq_length), np.int32)
   for i in range(n):
     if ids_b is None:
-      row = [tokenizer.cls_id, *ids_a[i][:max_seq_length - 2], tokenizer.sep_id]
+      row = [tokenizer.cls_id, *ids_a[i][: max_seq_length - 2], tokenizer.sep_id]
       segment_b = 0
     else:
       a, b = _truncate_pair(ids_a[i], ids_b[i], max_seq_length - 3)
       row = [tokenizer.cls_id, *a, tokenizer.sep_id, *b, tokenizer.sep_id]
       segment_b = len(b) + 1
-    input_ids[i, :len(row)] = row
-    attention_mask[i, :len(row)] = 1
-    token_type_ids[i, len(row) - segment_b:len(row)] = 1
-  return {'input_ids': input_ids, 'attention_mask': attention_mask,
-          'token_type_ids': token_type_ids}
+    input_ids[i, : len(row)] = row
+    attention_mask[i, : len(row)] = 1
+    token_type_ids[i, len(row) - segment_b : len(row)] = 1
+  return {
+    'input_ids': input_ids,
+    'attention_mask': attention_mask,
+    'token_type_ids': token_type_ids,
+  }
 
 
 def trim_padding(batch: Features, max_seq_length: int, shortest: int = 16) -> Features:

@@ -23,6 +23,7 @@ class GlueDataError(errors.UserError):
 @dataclasses.dataclass(frozen=True)
 class Columns:
   """Where one split's fields are: column indices (negative counts from the end)."""
+
   text_a: int
   text_b: int | None
   label: int | None  # None for test files, which have no labels.
@@ -58,28 +59,87 @@ def _pair(a, b, label, test_a, test_b, header=True):
   return dict(labelled=Columns(a, b, label, header), test=Columns(test_a, test_b, None, True))
 
 
-TASKS: dict[str, Task] = {task.name: task for task in (
-    Task('cola', 'CoLA', ('0', '1'), ('mcc',),
-         labelled=Columns(3, None, 1, header=False), test=Columns(1, None, None, header=True),
-         test_splits=(('test', 'CoLA'),)),
-    Task('sst-2', 'SST-2', ('0', '1'), ('accuracy',), **_pair(0, None, 1, 1, None),
-         test_splits=(('test', 'SST-2'),)),
-    Task('mrpc', 'MRPC', ('0', '1'), ('f1', 'accuracy'), **_pair(3, 4, 0, 3, 4),
-         test_splits=(('test', 'MRPC'),), symmetric=True),
-    Task('sts-b', 'STS-B', None, ('pearson', 'spearman'), **_pair(-3, -2, -1, -2, -1),
-         test_splits=(('test', 'STS-B'),), symmetric=True),
-    Task('qqp', 'QQP', ('0', '1'), ('f1', 'accuracy'), **_pair(3, 4, 5, 1, 2),
-         test_splits=(('test', 'QQP'),)),
-    Task('mnli', 'MNLI', ('contradiction', 'entailment', 'neutral'), ('accuracy',),
-         **_pair(8, 9, -1, 8, 9), dev_splits=('dev_matched', 'dev_mismatched'),
-         test_splits=(('test_matched', 'MNLI-m'), ('test_mismatched', 'MNLI-mm'))),
-    Task('qnli', 'QNLI', ('entailment', 'not_entailment'), ('accuracy',), **_pair(1, 2, 3, 1, 2),
-         test_splits=(('test', 'QNLI'),)),
-    Task('rte', 'RTE', ('entailment', 'not_entailment'), ('accuracy',), **_pair(1, 2, 3, 1, 2),
-         test_splits=(('test', 'RTE'),)),
-    Task('wnli', 'WNLI', ('0', '1'), ('accuracy',), **_pair(1, 2, 3, 1, 2),
-         test_splits=(('test', 'WNLI'),)),
-)}
+TASKS: dict[str, Task] = {
+  task.name: task
+  for task in (
+    Task(
+      'cola',
+      'CoLA',
+      ('0', '1'),
+      ('mcc',),
+      labelled=Columns(3, None, 1, header=False),
+      test=Columns(1, None, None, header=True),
+      test_splits=(('test', 'CoLA'),),
+    ),
+    Task(
+      'sst-2',
+      'SST-2',
+      ('0', '1'),
+      ('accuracy',),
+      **_pair(0, None, 1, 1, None),
+      test_splits=(('test', 'SST-2'),),
+    ),
+    Task(
+      'mrpc',
+      'MRPC',
+      ('0', '1'),
+      ('f1', 'accuracy'),
+      **_pair(3, 4, 0, 3, 4),
+      test_splits=(('test', 'MRPC'),),
+      symmetric=True,
+    ),
+    Task(
+      'sts-b',
+      'STS-B',
+      None,
+      ('pearson', 'spearman'),
+      **_pair(-3, -2, -1, -2, -1),
+      test_splits=(('test', 'STS-B'),),
+      symmetric=True,
+    ),
+    Task(
+      'qqp',
+      'QQP',
+      ('0', '1'),
+      ('f1', 'accuracy'),
+      **_pair(3, 4, 5, 1, 2),
+      test_splits=(('test', 'QQP'),),
+    ),
+    Task(
+      'mnli',
+      'MNLI',
+      ('contradiction', 'entailment', 'neutral'),
+      ('accuracy',),
+      **_pair(8, 9, -1, 8, 9),
+      dev_splits=('dev_matched', 'dev_mismatched'),
+      test_splits=(('test_matched', 'MNLI-m'), ('test_mismatched', 'MNLI-mm')),
+    ),
+    Task(
+      'qnli',
+      'QNLI',
+      ('entailment', 'not_entailment'),
+      ('accuracy',),
+      **_pair(1, 2, 3, 1, 2),
+      test_splits=(('test', 'QNLI'),),
+    ),
+    Task(
+      'rte',
+      'RTE',
+      ('entailment', 'not_entailment'),
+      ('accuracy',),
+      **_pair(1, 2, 3, 1, 2),
+      test_splits=(('test', 'RTE'),),
+    ),
+    Task(
+      'wnli',
+      'WNLI',
+      ('0', '1'),
+      ('accuracy',),
+      **_pair(1, 2, 3, 1, 2),
+      test_splits=(('test', 'WNLI'),),
+    ),
+  )
+}
 # Other spellings people use for the same tasks.
 _ALIASES = {'sst2': 'sst-2', 'sst': 'sst-2', 'stsb': 'sts-b', 'sts': 'sts-b'}
 
@@ -95,6 +155,7 @@ def get_task(name: str) -> Task:
 @dataclasses.dataclass
 class Examples:
   """One split of a task: texts, labels (ids, or floats for regression) and row ids."""
+
   text_a: list[str]
   text_b: list[str] | None
   labels: np.ndarray | None  # int32 label ids or float32 scores; None for test.
@@ -106,8 +167,10 @@ class Examples:
 
 def _read_rows(path: str) -> list[list[str]]:
   if not os.path.exists(path):
-    raise GlueDataError(f'{path}: no such file; --glue_dir must hold the task folders as GLUE '
-                        'ships them (e.g. glue_data/CoLA/train.tsv)')
+    raise GlueDataError(
+      f'{path}: no such file; --glue_dir must hold the task folders as GLUE '
+      'ships them (e.g. glue_data/CoLA/train.tsv)'
+    )
   try:
     with open(path, encoding='utf-8-sig', newline='') as f:  # MRPC starts with a BOM.
       # GLUE's files are not quoted: a '"' is part of the text.
@@ -122,16 +185,19 @@ def read_split(task: Task, glue_dir: str, split: str) -> Examples:
   columns = task.test if split.startswith('test') else task.labelled
   rows = _read_rows(path)
   first = 1 if columns.header else 0
-  needed = max(abs(c) + (c >= 0) for c in (columns.text_a, columns.text_b, columns.label)
-               if c is not None)
+  needed = max(
+    abs(c) + (c >= 0) for c in (columns.text_a, columns.text_b, columns.label) if c is not None
+  )
   text_a, text_b, labels, ids = [], [], [], []
   for line, row in enumerate(rows[first:], start=first + 1):
     if not row:
       continue  # A trailing empty line.
     if len(row) < needed:
-      raise GlueDataError(f'{path}:{line}: {len(row)} tab-separated fields, but {task.name} '
-                          f'needs at least {needed}; the row is malformed (a tab inside a '
-                          'text, or a truncated line)')
+      raise GlueDataError(
+        f'{path}:{line}: {len(row)} tab-separated fields, but {task.name} '
+        f'needs at least {needed}; the row is malformed (a tab inside a '
+        'text, or a truncated line)'
+      )
     text_a.append(row[columns.text_a])
     if columns.text_b is not None:
       text_b.append(row[columns.text_b])
@@ -141,8 +207,12 @@ def read_split(task: Task, glue_dir: str, split: str) -> Examples:
   if not text_a:
     raise GlueDataError(f'{path}: no examples; the file is empty')
   dtype = np.float32 if task.is_regression else np.int32
-  return Examples(text_a, text_b if columns.text_b is not None else None,
-                  np.asarray(labels, dtype) if columns.label is not None else None, ids)
+  return Examples(
+    text_a,
+    text_b if columns.text_b is not None else None,
+    np.asarray(labels, dtype) if columns.label is not None else None,
+    ids,
+  )
 
 
 def _label(task: Task, value: str, path: str, line: int) -> float | int:
@@ -156,15 +226,21 @@ def _label(task: Task, value: str, path: str, line: int) -> float | int:
       raise GlueDataError(f'{path}:{line}: score {value!r} is not a number in [{low}, {high}]')
     return number
   if value not in task.labels:
-    raise GlueDataError(f'{path}:{line}: label {value!r} is not one of {task.name}\'s labels '
-                        f'{list(task.labels)}')
+    raise GlueDataError(
+      f"{path}:{line}: label {value!r} is not one of {task.name}'s labels {list(task.labels)}"
+    )
   return task.labels.index(value)
 
 
 def score(task: Task, labels: np.ndarray, predictions: np.ndarray) -> dict[str, float]:
   """The task's metrics; predictions are label ids, or scores for regression."""
-  functions = {'accuracy': scores.accuracy, 'f1': scores.f1, 'mcc': scores.matthews_corrcoef,
-               'pearson': scores.pearson, 'spearman': scores.spearman}
+  functions = {
+    'accuracy': scores.accuracy,
+    'f1': scores.f1,
+    'mcc': scores.matthews_corrcoef,
+    'pearson': scores.pearson,
+    'spearman': scores.spearman,
+  }
   return {name: functions[name](labels, predictions) for name in task.metrics}
 
 

@@ -42,6 +42,7 @@ _PENALTY_GRID = np.logspace(-5, 2, 15)
 @dataclasses.dataclass
 class RidgeProbe:
   """A fitted linear map: standardised features -> targets."""
+
   mean: np.ndarray
   scale: np.ndarray
   weights: np.ndarray  # [features, outputs]
@@ -53,8 +54,9 @@ class RidgeProbe:
     return ((x - self.mean) / self.scale) @ self.weights + self.bias
 
 
-def fit_ridge(x: np.ndarray, targets: np.ndarray,
-              penalties: np.ndarray = _PENALTY_GRID) -> RidgeProbe:
+def fit_ridge(
+  x: np.ndarray, targets: np.ndarray, penalties: np.ndarray = _PENALTY_GRID
+) -> RidgeProbe:
   """Ridge regression of `targets` [N, outputs] on `x` [N, features], with an
   unpenalised intercept and the penalty (times N) from `penalties` that
   minimises the exact leave-one-out squared error.
@@ -100,23 +102,29 @@ def _ridge_targets(task: glue.Task, labels: np.ndarray) -> np.ndarray:
 class LayerFeatures(nn.Module):
   """The discriminator's embeddings and layers, pooled per layer: [B, layers + 1,
   2 (cls, mean), H]. Parameter names are the pretraining tree's."""
+
   cfg: EncoderConfig
 
   @nn.compact
-  def __call__(self, input_ids: jax.Array, token_type_ids: jax.Array,
-               attention_mask: jax.Array) -> jax.Array:
+  def __call__(
+    self, input_ids: jax.Array, token_type_ids: jax.Array, attention_mask: jax.Array
+  ) -> jax.Array:
     embedded = model.Embeddings(self.cfg, name='embeddings')(input_ids, token_type_ids, True)
-    hidden = model.Encoder(self.cfg, name='discriminator')(embedded, attention_mask, True,
-                                                           all_layers=True)
+    hidden = model.Encoder(self.cfg, name='discriminator')(
+      embedded, attention_mask, True, all_layers=True
+    )
     hidden = hidden.astype(jnp.float32)  # [layers + 1, B, L, H]
     mask = attention_mask.astype(jnp.float32)[None, :, :, None]
     mean = (hidden * mask).sum(2) / mask.sum(2)
     return jnp.stack([hidden[:, :, 0], mean], axis=2).transpose(1, 0, 2, 3)
 
 
-def layer_features(config: ml_collections.ConfigDict, cfg: EncoderConfig,
-                   params: dict[str, Any] | None,
-                   data: dict[str, features.Features]) -> dict[str, np.ndarray]:
+def layer_features(
+  config: ml_collections.ConfigDict,
+  cfg: EncoderConfig,
+  params: dict[str, Any] | None,
+  data: dict[str, features.Features],
+) -> dict[str, np.ndarray]:
   """Each split's pooled features [N, layers + 1, 2, H] from the encoder's
   `params` ({'embeddings', 'discriminator'}), or from a random initialisation
   drawn with config.seed where `params` is None."""
@@ -126,66 +134,92 @@ def layer_features(config: ml_collections.ConfigDict, cfg: EncoderConfig,
   ids = jnp.zeros((1, config.max_seq_length), jnp.int32)
   init = lambda rng: module.init(rng, ids, ids, ids + 1)['params']
   with jax.set_mesh(mesh), nn.logical_axis_rules(rules):
-    shardings = sharding.logical_to_shardings(jax.eval_shape(init, jax.random.key(0)), mesh,
-                                              rules)
+    shardings = sharding.logical_to_shardings(jax.eval_shape(init, jax.random.key(0)), mesh, rules)
     if params is None:
-      params = jax.jit(lambda r: nn.meta.unbox(init(r)),
-                       out_shardings=shardings)(jax.random.key(config.seed))
+      params = jax.jit(lambda r: nn.meta.unbox(init(r)), out_shardings=shardings)(
+        jax.random.key(config.seed)
+      )
     else:
       params = jax.device_put(params, shardings)
     batch_sharding = sharding.batch_sharding(mesh, rules)
-    apply = jax.jit(lambda p, b: module.apply({'params': p}, b['input_ids'],
-                                              b['token_type_ids'], b['attention_mask']),
-                    in_shardings=(shardings, batch_sharding))
-    return {split: finetune_train.predict_outputs(apply, params, feats, config.eval_batch_size,
-                                                  batch_sharding, config.trim_padding)
-            for split, feats in data.items()}
+    apply = jax.jit(
+      lambda p, b: module.apply(
+        {'params': p}, b['input_ids'], b['token_type_ids'], b['attention_mask']
+      ),
+      in_shardings=(shardings, batch_sharding),
+    )
+    return {
+      split: finetune_train.predict_outputs(
+        apply, params, feats, config.eval_batch_size, batch_sharding, config.trim_padding
+      )
+      for split, feats in data.items()
+    }
 
 
 # --- The probes ------------------------------------------------------------------------------
 
 
-def probe(config: ml_collections.ConfigDict, task_name: str, glue_dir: str,
-          init: str) -> dict[str, Any]:
+def probe(
+  config: ml_collections.ConfigDict, task_name: str, glue_dir: str, init: str
+) -> dict[str, Any]:
   """Dev metrics of a ridge probe per layer and pooling: results['probes'] is a
   list of {layer, pooling, penalty, dev: {split: {metric: value}}}, layer 0
   being the embeddings."""
   finetune_train.validate(config)
   task = glue.get_task(task_name)
   source = finetune_train.load_source(config, init)
-  data = finetune_train.load_task_data(task, glue_dir, source.tokenizer, config,
-                                       with_test=False)
-  logging.info('%s: %d training examples, from %s%s', task.name, len(data.train_labels), init,
-               ' (random initialisation)' if config.random_init else '')
+  data = finetune_train.load_task_data(task, glue_dir, source.tokenizer, config, with_test=False)
+  logging.info(
+    '%s: %d training examples, from %s%s',
+    task.name,
+    len(data.train_labels),
+    init,
+    ' (random initialisation)' if config.random_init else '',
+  )
   params = None if config.random_init else source.discriminator_params()
-  feats = layer_features(config, source.discriminator_cfg, params,
-                         {'train': data.train, **{s: f for s, (f, _) in data.dev.items()}})
+  feats = layer_features(
+    config,
+    source.discriminator_cfg,
+    params,
+    {'train': data.train, **{s: f for s, (f, _) in data.dev.items()}},
+  )
   targets = _ridge_targets(task, data.train_labels)
   probes = []
   for layer in range(source.discriminator_cfg.num_layers + 1):
     for p, pooling in enumerate(POOLINGS):
       fitted = fit_ridge(feats['train'][:, layer, p], targets)
       predict = lambda split: finetune_train.task_predictions(
-          task, fitted.predict(feats[split][:, layer, p]))
-      dev = {split: glue.score(task, labels, predict(split))
-             for split, (_, labels) in data.dev.items()}
+        task, fitted.predict(feats[split][:, layer, p])
+      )
+      dev = {
+        split: glue.score(task, labels, predict(split)) for split, (_, labels) in data.dev.items()
+      }
       probes.append({'layer': layer, 'pooling': pooling, 'penalty': fitted.penalty, 'dev': dev})
-  return {'task': task.name, 'init': init, 'random_init': config.random_init,
-          'pretraining_step': source.step, 'train_examples': len(data.train_labels),
-          'probes': probes}
+  return {
+    'task': task.name,
+    'init': init,
+    'random_init': config.random_init,
+    'pretraining_step': source.step,
+    'train_examples': len(data.train_labels),
+    'probes': probes,
+  }
 
 
 def results_table(results: dict[str, Any]) -> str:
   """One row per layer; one column per pooling, split and metric."""
   first = results['probes'][0]['dev']
-  columns = [(pooling, split, metric) for pooling in POOLINGS for split in first
-             for metric in first[split]]
+  columns = [
+    (pooling, split, metric) for pooling in POOLINGS for split in first for metric in first[split]
+  ]
   by_key = {(r['layer'], r['pooling']): r['dev'] for r in results['probes']}
   header = ['layer'] + [f'{pooling} {split} {metric}' for pooling, split, metric in columns]
   layers = sorted({r['layer'] for r in results['probes']})
-  rows = [[('embeddings' if layer == 0 else str(layer))] +
-          [f'{by_key[layer, pooling][split][metric]:.4f}' for pooling, split, metric in columns]
-          for layer in layers]
+  rows = [
+    [('embeddings' if layer == 0 else str(layer))]
+    + [f'{by_key[layer, pooling][split][metric]:.4f}' for pooling, split, metric in columns]
+    for layer in layers
+  ]
   widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
-  return '\n'.join('  '.join(cell.rjust(w) for cell, w in zip(row, widths))
-                   for row in [header, *rows])
+  return '\n'.join(
+    '  '.join(cell.rjust(w) for cell, w in zip(row, widths)) for row in [header, *rows]
+  )

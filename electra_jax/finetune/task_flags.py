@@ -24,13 +24,12 @@ def define_task_flags(config_help: str) -> TaskFlags:
   """Defines --config (configs/finetune.py), --task, --glue_dir and --init, all required
   but --config. Call once, at a command's module level."""
   holders = TaskFlags(
-      config_flags.DEFINE_config_file('config', _DEFAULT_CONFIG, config_help,
-                                      lock_config=True),
-      flags.DEFINE_string('task', None, f'GLUE task: {", ".join(glue.TASKS)} '
-                          '(case-insensitive).'),
-      flags.DEFINE_string('glue_dir', None, 'Folder holding the task folders as GLUE ships '
-                          'them (CoLA/train.tsv, ...).'),
-      flags.DEFINE_string('init', None, 'A pretraining workdir or an HF ELECTRA directory.'))
+    config_flags.DEFINE_config_file('config', _DEFAULT_CONFIG, config_help, lock_config=True),
+    flags.DEFINE_string('task', None, f'GLUE task: {", ".join(glue.TASKS)} (case-insensitive).'),
+    flags.DEFINE_string(
+      'glue_dir', None, 'Folder holding the task folders as GLUE ships them (CoLA/train.tsv, ...).'
+    ),
+    flags.DEFINE_string('init', None, 'A pretraining workdir or an HF ELECTRA directory.'),
+  )
   flags.mark_flags_as_required(['task', 'glue_dir', 'init'])
   return holders
-

@@ -40,20 +40,21 @@ class FinetuneError(errors.UserError):
 
 def validate(config: ml_collections.ConfigDict) -> None:
   """Raises ConfigError naming the first bad key."""
-  for key in ('batch_size', 'eval_batch_size', 'max_seq_length', 'num_seeds',
-              'log_every_steps'):
+  for key in ('batch_size', 'eval_batch_size', 'max_seq_length', 'num_seeds', 'log_every_steps'):
     if not (isinstance(config[key], int) and config[key] > 0):
-      raise config_lib.ConfigError(f'config.{key}: must be a positive integer, '
-                                   f'got {config[key]!r}')
+      raise config_lib.ConfigError(f'config.{key}: must be a positive integer, got {config[key]!r}')
   checks = (
-      ('learning_rate', config.learning_rate > 0, 'must be > 0'),
-      ('layerwise_lr_decay', 0 < config.layerwise_lr_decay <= 1, 'must be in (0, 1]'),
-      ('weight_decay', config.weight_decay >= 0, 'must be >= 0'),
-      ('warmup_fraction', 0 <= config.warmup_fraction < 1, 'must be in [0, 1)'),
-      ('max_train_examples', config.max_train_examples >= 0, 'must be >= 0 (0: all)'),
-      ('num_train_epochs', config.num_train_epochs is None or config.num_train_epochs > 0,
-       'must be > 0, or None for the task default'),
-      ('max_seq_length', config.max_seq_length >= 8, 'must be >= 8'),
+    ('learning_rate', config.learning_rate > 0, 'must be > 0'),
+    ('layerwise_lr_decay', 0 < config.layerwise_lr_decay <= 1, 'must be in (0, 1]'),
+    ('weight_decay', config.weight_decay >= 0, 'must be >= 0'),
+    ('warmup_fraction', 0 <= config.warmup_fraction < 1, 'must be in [0, 1)'),
+    ('max_train_examples', config.max_train_examples >= 0, 'must be >= 0 (0: all)'),
+    (
+      'num_train_epochs',
+      config.num_train_epochs is None or config.num_train_epochs > 0,
+      'must be > 0, or None for the task default',
+    ),
+    ('max_seq_length', config.max_seq_length >= 8, 'must be >= 8'),
   )
   for key, ok, message in checks:
     if not ok:
@@ -80,22 +81,28 @@ def train_steps(epochs: float, num_train: int, batch_size: int) -> tuple[int, in
 def load_source(config: ml_collections.ConfigDict, init: str) -> pretrained.Pretrained:
   """The model in `init`, with config.model's runtime settings, checked against the
   config: it has a tokenizer of its own vocabulary size and enough positions."""
-  source = pretrained.load(init, dtype=config.model.dtype,
-                           dropout_rate=config.model.dropout_rate,
-                           attention_dropout_rate=config.model.attention_dropout_rate,
-                           attention_impl=config.model.attention_impl,
-                           remat_policy=config.model.remat_policy)
+  source = pretrained.load(
+    init,
+    dtype=config.model.dtype,
+    dropout_rate=config.model.dropout_rate,
+    attention_dropout_rate=config.model.attention_dropout_rate,
+    attention_impl=config.model.attention_impl,
+    remat_policy=config.model.remat_policy,
+  )
   cfg = source.discriminator_cfg
   if source.tokenizer is None:
     raise FinetuneError(f'--init={init}: has no tokenizer (an HF directory needs vocab.txt)')
   if source.tokenizer.vocab_size != cfg.vocab_size:
-    raise FinetuneError(f'--init={init}: the tokenizer has {source.tokenizer.vocab_size} ids '
-                        f'but the model {cfg.vocab_size}; the checkpoint and its vocabulary '
-                        'do not belong together')
+    raise FinetuneError(
+      f'--init={init}: the tokenizer has {source.tokenizer.vocab_size} ids '
+      f'but the model {cfg.vocab_size}; the checkpoint and its vocabulary '
+      'do not belong together'
+    )
   if config.max_seq_length > cfg.max_position_embeddings:
     raise config_lib.ConfigError(
-        f'config.max_seq_length: {config.max_seq_length} exceeds the model\'s '
-        f'{cfg.max_position_embeddings} positions')
+      f"config.max_seq_length: {config.max_seq_length} exceeds the model's "
+      f'{cfg.max_position_embeddings} positions'
+    )
   return source
 
 
@@ -107,19 +114,25 @@ class TaskData:
   test: dict[str, tuple[Features, list[str]]]  # split -> (features, row ids)
 
 
-def load_task_data(task: glue.Task, glue_dir: str, tokenizer, config, *,
-                   with_test: bool = True) -> TaskData:
+def load_task_data(
+  task: glue.Task, glue_dir: str, tokenizer, config, *, with_test: bool = True
+) -> TaskData:
   """Reads and encodes the task's splits; a missing test file only skips predictions."""
   encode = lambda examples, swap=False: features.encode(
-      examples, tokenizer, config.max_seq_length, swap=swap)
+    examples, tokenizer, config.max_seq_length, swap=swap
+  )
   train = glue.read_split(task, glue_dir, 'train')
   if config.max_train_examples and len(train) > config.max_train_examples:
     # A seeded subset, so that every run with this config trains on the same one.
-    keep = np.sort(np.random.default_rng(config.seed).permutation(len(train))[
-        :config.max_train_examples])
-    train = glue.Examples([train.text_a[i] for i in keep],
-                          None if train.text_b is None else [train.text_b[i] for i in keep],
-                          train.labels[keep], [train.ids[i] for i in keep])
+    keep = np.sort(
+      np.random.default_rng(config.seed).permutation(len(train))[: config.max_train_examples]
+    )
+    train = glue.Examples(
+      [train.text_a[i] for i in keep],
+      None if train.text_b is None else [train.text_b[i] for i in keep],
+      train.labels[keep],
+      [train.ids[i] for i in keep],
+    )
   train_features, train_labels = encode(train), train.labels
   if task.symmetric and config.double_unordered:
     swapped = encode(train, swap=True)
@@ -170,6 +183,7 @@ def task_loss(task: glue.Task, outputs: jax.Array, targets: jax.Array) -> jax.Ar
 @dataclasses.dataclass
 class _Programs:
   """What every seed shares: the model, shardings, optimizer and compiled steps."""
+
   model: SequenceClassifier
   shardings: Any
   batch_sharding: NamedSharding
@@ -181,23 +195,30 @@ class _Programs:
   predict: Callable | None = None
 
 
-def _programs(config, task: glue.Task, source: pretrained.Pretrained, mesh,
-              num_train: int) -> _Programs:
-  model = SequenceClassifier(source.discriminator_cfg, task.num_outputs,
-                             config.model.head_dropout_rate)
+def _programs(
+  config, task: glue.Task, source: pretrained.Pretrained, mesh, num_train: int
+) -> _Programs:
+  model = SequenceClassifier(
+    source.discriminator_cfg, task.num_outputs, config.model.head_dropout_rate
+  )
   rules = config.mesh.logical_axis_rules
   with nn.logical_axis_rules(rules):
     boxed = jax.eval_shape(_init_fn(model, config), jax.random.key(0))
   shardings = sharding.logical_to_shardings(boxed, mesh, rules)
   per_epoch, num_steps = train_steps(epochs_for(config, task), num_train, config.batch_size)
-  schedule = optim.linear_warmup_decay(config.learning_rate,
-                                       int(config.warmup_fraction * num_steps), num_steps)
+  schedule = optim.linear_warmup_decay(
+    config.learning_rate, int(config.warmup_fraction * num_steps), num_steps
+  )
   scales = optim.layerwise_lr_scales(
-      nn.meta.unbox(boxed), source.discriminator_cfg.num_layers, config.layerwise_lr_decay,
-      released_off_by_one=config.layerwise_decay_released_off_by_one)
+    nn.meta.unbox(boxed),
+    source.discriminator_cfg.num_layers,
+    config.layerwise_lr_decay,
+    released_off_by_one=config.layerwise_decay_released_off_by_one,
+  )
   tx = optim.create_optimizer(config, schedule=schedule, lr_scales=scales)
-  return _Programs(model, shardings, sharding.batch_sharding(mesh, rules), tx, schedule,
-                   per_epoch, num_steps)
+  return _Programs(
+    model, shardings, sharding.batch_sharding(mesh, rules), tx, schedule, per_epoch, num_steps
+  )
 
 
 def _init_fn(model: SequenceClassifier, config) -> Callable:
@@ -210,8 +231,9 @@ def _init_params(config, programs: _Programs, source: pretrained.Pretrained, see
   their shardings."""
   init = _init_fn(programs.model, config)
   with nn.logical_axis_rules(config.mesh.logical_axis_rules):
-    params = jax.jit(lambda r: nn.meta.unbox(init(r)),
-                     out_shardings=programs.shardings)(jax.random.key(seed))
+    params = jax.jit(lambda r: nn.meta.unbox(init(r)), out_shardings=programs.shardings)(
+      jax.random.key(seed)
+    )
   if not config.random_init:
     encoder = source.discriminator_params()
     params = {**params, **jax.device_put(encoder, {k: programs.shardings[k] for k in encoder})}
@@ -231,8 +253,14 @@ def _compile_steps(config, task: glue.Task, programs: _Programs, opt_shardings: 
 
     def loss_fn(p):
       with nn.logical_axis_rules(rules):
-        outputs = model.apply({'params': p}, batch['input_ids'], batch['token_type_ids'],
-                              batch['attention_mask'], False, rngs={'dropout': rng})
+        outputs = model.apply(
+          {'params': p},
+          batch['input_ids'],
+          batch['token_type_ids'],
+          batch['attention_mask'],
+          False,
+          rngs={'dropout': rng},
+        )
       return task_loss(task, outputs, batch['targets'])
 
     loss, grads = jax.value_and_grad(loss_fn)(params)
@@ -241,41 +269,67 @@ def _compile_steps(config, task: glue.Task, programs: _Programs, opt_shardings: 
 
   def predict_step(params, batch):
     with nn.logical_axis_rules(rules):
-      return model.apply({'params': params}, batch['input_ids'], batch['token_type_ids'],
-                         batch['attention_mask'], True)
+      return model.apply(
+        {'params': params},
+        batch['input_ids'],
+        batch['token_type_ids'],
+        batch['attention_mask'],
+        True,
+      )
 
   programs.train = jax.jit(
-      train_step, donate_argnums=(0, 1),
-      in_shardings=(programs.shardings, opt_shardings, programs.batch_sharding, replicated,
-                    replicated),
-      out_shardings=(programs.shardings, opt_shardings, replicated))
-  programs.predict = jax.jit(predict_step,
-                             in_shardings=(programs.shardings, programs.batch_sharding),
-                             out_shardings=replicated)
+    train_step,
+    donate_argnums=(0, 1),
+    in_shardings=(
+      programs.shardings,
+      opt_shardings,
+      programs.batch_sharding,
+      replicated,
+      replicated,
+    ),
+    out_shardings=(programs.shardings, opt_shardings, replicated),
+  )
+  programs.predict = jax.jit(
+    predict_step,
+    in_shardings=(programs.shardings, programs.batch_sharding),
+    out_shardings=replicated,
+  )
 
 
-def predict_outputs(predict: Callable, params: Any, data: Features, batch_size: int,
-                    batch_sharding: NamedSharding, trim: bool = False) -> np.ndarray:
+def predict_outputs(
+  predict: Callable,
+  params: Any,
+  data: Features,
+  batch_size: int,
+  batch_sharding: NamedSharding,
+  trim: bool = False,
+) -> np.ndarray:
   """Model outputs for every row; the last batch is padded to full size and cut.
   `trim` cuts each batch's padding (features.trim_padding)."""
   outputs = []
   n, length = data['input_ids'].shape
   for start in range(0, n, batch_size):
-    rows = {k: v[start:start + batch_size] for k, v in data.items()}
+    rows = {k: v[start : start + batch_size] for k, v in data.items()}
     pad = batch_size - len(rows['input_ids'])
     rows = {k: np.pad(v, ((0, pad), (0, 0))) for k, v in rows.items()}
     if trim:
       rows = features.trim_padding(rows, length)
-    outputs.append(np.asarray(predict(params, sharding.make_global_batch(rows,
-                                                                         batch_sharding))))
+    outputs.append(np.asarray(predict(params, sharding.make_global_batch(rows, batch_sharding))))
   return np.concatenate(outputs)[:n]
 
 
 # --- One seed -------------------------------------------------------------------------------
 
 
-def run_seed(config, task: glue.Task, source: pretrained.Pretrained, data: TaskData,
-             programs: _Programs, seed: int, workdir: str) -> dict[str, Any]:
+def run_seed(
+  config,
+  task: glue.Task,
+  source: pretrained.Pretrained,
+  data: TaskData,
+  programs: _Programs,
+  seed: int,
+  workdir: str,
+) -> dict[str, Any]:
   """Trains from `source` with `seed`; returns dev metrics per split (and per epoch),
   and writes test predictions in GLUE's submission format."""
   params = _init_params(config, programs, source, seed)
@@ -288,33 +342,51 @@ def run_seed(config, task: glue.Task, source: pretrained.Pretrained, data: TaskD
   writer = metric_writer.MetricWriter(out_dir)
 
   def outputs(feats: Features) -> np.ndarray:
-    return predict_outputs(programs.predict, params, feats, config.eval_batch_size,
-                           programs.batch_sharding, config.trim_padding)
+    return predict_outputs(
+      programs.predict,
+      params,
+      feats,
+      config.eval_batch_size,
+      programs.batch_sharding,
+      config.trim_padding,
+    )
 
   def evaluate() -> dict[str, dict[str, float]]:
-    return {split: glue.score(task, labels, task_predictions(task, outputs(feats)))
-            for split, (feats, labels) in data.dev.items()}
+    return {
+      split: glue.score(task, labels, task_predictions(task, outputs(feats)))
+      for split, (feats, labels) in data.dev.items()
+    }
 
   step, losses, start, history = 0, [], time.perf_counter(), []
   while step < programs.num_steps:
     order = np.random.default_rng([seed, len(history)]).permutation(n)  # One epoch.
     for b in range(min(programs.steps_per_epoch, programs.num_steps - step)):
-      rows = order[b * batch_size:(b + 1) * batch_size]
+      rows = order[b * batch_size : (b + 1) * batch_size]
       batch = {k: v[rows] for k, v in data.train.items()}
       batch['targets'] = targets[rows]
       if config.trim_padding:
         batch = features.trim_padding(batch, config.max_seq_length)
       params, opt_state, loss = programs.train(
-          params, opt_state, sharding.make_global_batch(batch, programs.batch_sharding),
-          np.int32(seed), np.int32(step))
+        params,
+        opt_state,
+        sharding.make_global_batch(batch, programs.batch_sharding),
+        np.int32(seed),
+        np.int32(step),
+      )
       losses.append(loss)
       step += 1
       if step % config.log_every_steps == 0 or step == programs.num_steps:
         mean_loss = float(np.mean(jax.device_get(losses)))  # Waits for the steps.
         seconds = time.perf_counter() - start
-        writer.write(step, {'loss': mean_loss, 'learning_rate': float(programs.schedule(step)),
-                            'examples_per_s': len(losses) * batch_size / seconds},
-                     prefix='finetune')
+        writer.write(
+          step,
+          {
+            'loss': mean_loss,
+            'learning_rate': float(programs.schedule(step)),
+            'examples_per_s': len(losses) * batch_size / seconds,
+          },
+          prefix='finetune',
+        )
         losses, start = [], time.perf_counter()
     history.append(evaluate())
     for split, values in history[-1].items():
@@ -324,16 +396,21 @@ def run_seed(config, task: glue.Task, source: pretrained.Pretrained, data: TaskD
   for split, submission_name in task.test_splits:
     if split in data.test:
       feats, ids = data.test[split]
-      glue.write_submission(task, os.path.join(out_dir, f'{submission_name}.tsv'), ids,
-                            task_predictions(task, outputs(feats)))
+      glue.write_submission(
+        task,
+        os.path.join(out_dir, f'{submission_name}.tsv'),
+        ids,
+        task_predictions(task, outputs(feats)),
+      )
   return {'dev': history[-1], 'dev_per_epoch': history, 'steps': programs.num_steps}
 
 
 # --- All seeds -------------------------------------------------------------------------------
 
 
-def finetune(config: ml_collections.ConfigDict, task_name: str, glue_dir: str, init: str,
-             workdir: str) -> dict[str, Any]:
+def finetune(
+  config: ml_collections.ConfigDict, task_name: str, glue_dir: str, init: str, workdir: str
+) -> dict[str, Any]:
   """Fine-tunes `init` on the task for config.num_seeds seeds; writes
   WORKDIR/results.json, per-seed TensorBoard logs and submission files, and
   returns the results."""
@@ -342,19 +419,29 @@ def finetune(config: ml_collections.ConfigDict, task_name: str, glue_dir: str, i
   source = load_source(config, init)
   hidden_size = source.discriminator_cfg.hidden_size
   if hidden_size != finetune_configs.HIDDEN_SIZE[config.size]:
-    logging.warning('The model has hidden size %d, but the %s hyperparameters are for %d; '
-                    'pass --config=configs/finetune.py:SIZE for the matching size',
-                    hidden_size, config.size, finetune_configs.HIDDEN_SIZE[config.size])
+    logging.warning(
+      'The model has hidden size %d, but the %s hyperparameters are for %d; '
+      'pass --config=configs/finetune.py:SIZE for the matching size',
+      hidden_size,
+      config.size,
+      finetune_configs.HIDDEN_SIZE[config.size],
+    )
   os.makedirs(workdir, exist_ok=True)
   data = load_task_data(task, glue_dir, source.tokenizer, config)
   n = len(data.train_labels)
   if n < config.batch_size:
-    raise FinetuneError(f'config.batch_size: {config.batch_size} exceeds the {n} training '
-                        'examples; lower it')
+    raise FinetuneError(
+      f'config.batch_size: {config.batch_size} exceeds the {n} training examples; lower it'
+    )
   mesh = sharding.make_mesh(config.mesh)
-  logging.info('%s: %d training examples, %s epochs, from %s%s', task.name, n,
-               epochs_for(config, task), init,
-               ' (random initialisation)' if config.random_init else '')
+  logging.info(
+    '%s: %d training examples, %s epochs, from %s%s',
+    task.name,
+    n,
+    epochs_for(config, task),
+    init,
+    ' (random initialisation)' if config.random_init else '',
+  )
 
   per_seed = {}
   with jax.set_mesh(mesh):
@@ -362,17 +449,33 @@ def finetune(config: ml_collections.ConfigDict, task_name: str, glue_dir: str, i
     for seed in range(config.seed, config.seed + config.num_seeds):
       per_seed[seed] = run_seed(config, task, source, data, programs, seed, workdir)
       logging.info('seed %d: %s', seed, per_seed[seed]['dev'])
-  median = {split: {metric: statistics.median(r['dev'][split][metric] for r in per_seed.values())
-                    for metric in task.metrics} for split in task.dev_splits}
+  median = {
+    split: {
+      metric: statistics.median(r['dev'][split][metric] for r in per_seed.values())
+      for metric in task.metrics
+    }
+    for split in task.dev_splits
+  }
   # The line a model must clear to have learned anything from its input: on a task
   # as skewed as CoLA or MRPC, the majority label already scores MCC 0 or F1 0.81.
   answer = glue.constant_answer(task, data.train_labels)
-  constant = {'answer': glue.answer_name(task, answer),
-              'dev': {split: glue.score(task, labels, np.full(len(labels), answer))
-                      for split, (_, labels) in data.dev.items()}}
-  results = {'task': task.name, 'init': init, 'random_init': config.random_init,
-             'pretraining_step': source.step, 'seeds': per_seed, 'median': median,
-             'constant_baseline': constant, 'config': json.loads(config.to_json_best_effort())}
+  constant = {
+    'answer': glue.answer_name(task, answer),
+    'dev': {
+      split: glue.score(task, labels, np.full(len(labels), answer))
+      for split, (_, labels) in data.dev.items()
+    },
+  }
+  results = {
+    'task': task.name,
+    'init': init,
+    'random_init': config.random_init,
+    'pretraining_step': source.step,
+    'seeds': per_seed,
+    'median': median,
+    'constant_baseline': constant,
+    'config': json.loads(config.to_json_best_effort()),
+  }
   with open(os.path.join(workdir, 'results.json'), 'w') as f:
     json.dump(results, f, indent=1, default=float)
   return results
@@ -383,12 +486,16 @@ def results_table(results: dict[str, Any]) -> str:
   constant baseline's answer scores; one column per split and metric."""
   columns = [(split, metric) for split, values in results['median'].items() for metric in values]
   header = ['seed'] + [f'{split} {metric}' for split, metric in columns]
-  rows = [[str(seed)] + [f'{r["dev"][s][m]:.4f}' for s, m in columns]
-          for seed, r in results['seeds'].items()]
+  rows = [
+    [str(seed)] + [f'{r["dev"][s][m]:.4f}' for s, m in columns]
+    for seed, r in results['seeds'].items()
+  ]
   rows.append(['median'] + [f'{results["median"][s][m]:.4f}' for s, m in columns])
   constant = results['constant_baseline']
-  rows.append([f'always {constant["answer"]}'] + [f'{constant["dev"][s][m]:.4f}'
-                                                  for s, m in columns])
+  rows.append(
+    [f'always {constant["answer"]}'] + [f'{constant["dev"][s][m]:.4f}' for s, m in columns]
+  )
   widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
-  return '\n'.join('  '.join(cell.rjust(w) for cell, w in zip(row, widths))
-                   for row in [header, *rows])
+  return '\n'.join(
+    '  '.join(cell.rjust(w) for cell, w in zip(row, widths)) for row in [header, *rows]
+  )
