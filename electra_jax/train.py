@@ -445,7 +445,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> Train
     log = loop.MetricsLog(writer, loop.ThroughputMeter(first_step, config, peak), config)
     progress = loop.Progress(first_step, config)
     preemption = loop.Preemption()
-    preempted, previous, start = False, None, time.monotonic()
+    preempted, previous, loop_start = False, None, time.monotonic()
     saver = checkpointing.AsyncSaver(manager, config.checkpoint.max_failed_saves_in_a_row)
     last_save = time.monotonic()
     try:
@@ -500,7 +500,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> Train
       log.write()
       saver.wait()  # The final checkpoint must be on disk before the run reports success.
       _report_end(
-        state, first_step, time.monotonic() - start, log.last, manager.directory, preempted
+        state, first_step, time.monotonic() - loop_start, log.last, manager.directory, preempted
       )
     finally:
       # On an error, a save in flight still completes; the saver logs a failure.
