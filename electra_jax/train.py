@@ -251,6 +251,40 @@ def setup_train_step(
   return state, step, batch_sharding, time.perf_counter() - start
 
 
+# --- The run: train_and_evaluate, after the helpers it calls, in their order ------
+
+
+def _record_config(config: ml_collections.ConfigDict, workdir: str) -> None:
+  """Writes the config to WORKDIR/config.json and logs one line about it; the
+  whole config is logged with --verbosity=1."""
+  path = epath.Path(workdir) / 'config.json'
+  if jax.process_index() == 0:
+    path.write_text(config.to_json_best_effort(indent=2, sort_keys=True) + '\n')
+  m = config.model
+  logging.info(
+    'Config: objective %s; %d layers of width %d; batch %d x %d; %s steps at '
+    'learning rate %g; all of it in %s',
+    config.objective.name,
+    m.num_layers,
+    m.hidden_size,
+    config.batch_size,
+    config.max_seq_length,
+    f'{config.num_train_steps:,}',
+    config.learning_rate,
+    path,
+  )
+  logging.debug('Config:\n%s', config)
+
+
+def _keep_tokenizer(data: shards.PreparedData, workdir: str) -> None:
+  """Copies the tokenizer file into WORKDIR/tokenizer, so that fine-tuning,
+  export and prediction need only the workdir."""
+  source = epath.Path(data.directory) / 'tokenizer' / data.metadata['tokenizer']['file']
+  target = epath.Path(workdir) / 'tokenizer'
+  target.mkdir(parents=True, exist_ok=True)
+  source.copy(target / source.name, overwrite=True)
+
+
 def _resume_check(
   workdir: str, config: ml_collections.ConfigDict, data: shards.PreparedData
 ) -> Callable[[int, dict[str, Any]], bool]:
@@ -285,37 +319,6 @@ def _resume_check(
     return not blocking
 
   return check
-
-
-def _keep_tokenizer(data: shards.PreparedData, workdir: str) -> None:
-  """Copies the tokenizer file into WORKDIR/tokenizer, so that fine-tuning,
-  export and prediction need only the workdir."""
-  source = epath.Path(data.directory) / 'tokenizer' / data.metadata['tokenizer']['file']
-  target = epath.Path(workdir) / 'tokenizer'
-  target.mkdir(parents=True, exist_ok=True)
-  source.copy(target / source.name, overwrite=True)
-
-
-def _record_config(config: ml_collections.ConfigDict, workdir: str) -> None:
-  """Writes the config to WORKDIR/config.json and logs one line about it; the
-  whole config is logged with --verbosity=1."""
-  path = epath.Path(workdir) / 'config.json'
-  if jax.process_index() == 0:
-    path.write_text(config.to_json_best_effort(indent=2, sort_keys=True) + '\n')
-  m = config.model
-  logging.info(
-    'Config: objective %s; %d layers of width %d; batch %d x %d; %s steps at '
-    'learning rate %g; all of it in %s',
-    config.objective.name,
-    m.num_layers,
-    m.hidden_size,
-    config.batch_size,
-    config.max_seq_length,
-    f'{config.num_train_steps:,}',
-    config.learning_rate,
-    path,
-  )
-  logging.debug('Config:\n%s', config)
 
 
 def _report_end(
