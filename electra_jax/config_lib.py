@@ -108,7 +108,8 @@ def max_predictions_per_seq(config: ml_collections.ConfigDict) -> int:
   return max(1, int((config.objective.mask_prob + 0.005) * config.max_seq_length))
 
 
-def _require(ok: bool, key: str, message: str) -> None:
+def require(ok: bool, key: str, message: str) -> None:
+  """The one way configs are checked: ConfigError('config.KEY: MESSAGE') unless ok."""
   if not ok:
     raise ConfigError(f'config.{key}: {message}')
 
@@ -123,59 +124,59 @@ def validate(config: ml_collections.ConfigDict, *, check_data: bool = True) -> N
     'log_every_steps',
     'max_consecutive_nonfinite_steps',
   ):
-    _require(
+    require(
       isinstance(config[key], int) and config[key] > 0,
       key,
       f'must be a positive integer, got {config[key]!r}',
     )
   c = config.checkpoint
   for key in ('every_steps', 'keep', 'max_failed_saves_in_a_row'):
-    _require(
+    require(
       isinstance(c[key], int) and c[key] > 0,
       f'checkpoint.{key}',
       f'must be a positive integer, got {c[key]!r}',
     )
-  _require(
+  require(
     isinstance(c.keep_every_steps, int) and c.keep_every_steps >= 0,
     'checkpoint.keep_every_steps',
     f'must be an integer >= 0, got {c.keep_every_steps!r}',
   )
-  _require(
+  require(
     c.every_minutes >= 0,
     'checkpoint.every_minutes',
     f'must be >= 0 (0: no time-based saves), got {c.every_minutes}',
   )
-  _require(
+  require(
     config.progress_every_seconds >= 0,
     'progress_every_seconds',
     f'must be >= 0 (0: no progress lines), got {config.progress_every_seconds}',
   )
-  _require(config.learning_rate > 0, 'learning_rate', f'must be > 0, got {config.learning_rate}')
-  _require(0 <= config.warmup_steps, 'warmup_steps', 'must be >= 0')
-  _require(0 <= config.weight_decay, 'weight_decay', 'must be >= 0')
+  require(config.learning_rate > 0, 'learning_rate', f'must be > 0, got {config.learning_rate}')
+  require(0 <= config.warmup_steps, 'warmup_steps', 'must be >= 0')
+  require(0 <= config.weight_decay, 'weight_decay', 'must be >= 0')
   for key in ('adam_b1', 'adam_b2'):
-    _require(0 <= config[key] < 1, key, f'must be in [0, 1), got {config[key]}')
-  _require(config.adam_eps > 0, 'adam_eps', 'must be > 0')
-  _require(config.max_grad_norm > 0, 'max_grad_norm', 'must be > 0')
+    require(0 <= config[key] < 1, key, f'must be in [0, 1), got {config[key]}')
+  require(config.adam_eps > 0, 'adam_eps', 'must be > 0')
+  require(config.max_grad_norm > 0, 'max_grad_norm', 'must be > 0')
 
-  _require(0 < o.mask_prob <= 1, 'objective.mask_prob', f'must be in (0, 1], got {o.mask_prob}')
-  _require(
+  require(0 < o.mask_prob <= 1, 'objective.mask_prob', f'must be in (0, 1], got {o.mask_prob}')
+  require(
     0 <= o.mask_token_prob <= 1,
     'objective.mask_token_prob',
     f'must be in [0, 1], got {o.mask_token_prob}',
   )
-  _require(o.temperature > 0, 'objective.temperature', f'must be > 0, got {o.temperature}')
-  _require(
+  require(o.temperature > 0, 'objective.temperature', f'must be > 0, got {o.temperature}')
+  require(
     o.gen_weight >= 0 and o.disc_weight >= 0, 'objective.gen_weight', 'loss weights must be >= 0'
   )
-  _require(o.name in OBJECTIVES, 'objective.name', f'must be one of {OBJECTIVES}, got {o.name!r}')
-  _require(
+  require(o.name in OBJECTIVES, 'objective.name', f'must be one of {OBJECTIVES}, got {o.name!r}')
+  require(
     not (o.name == 'mlm' and (o.uniform_generator or o.disallow_correct)),
     'objective.uniform_generator',
     "objective 'mlm' (BERT) samples nothing; uniform_generator and disallow_correct "
     'apply to the objectives that sample',
   )
-  _require(
+  require(
     not (o.uniform_generator and m.tie_generator_to_discriminator),
     'model.tie_generator_to_discriminator',
     'there is no generator network to tie with uniform_generator',
@@ -189,32 +190,32 @@ def validate(config: ml_collections.ConfigDict, *, check_data: bool = True) -> N
     'max_position_embeddings',
     'type_vocab_size',
   ):
-    _require(
+    require(
       isinstance(m[key], int) and m[key] > 0,
       f'model.{key}',
       f'must be a positive integer, got {m[key]!r}',
     )
-  _require(
+  require(
     m.vocab_size >= 5,
     'model.vocab_size',
     'must hold at least the 5 special tokens [PAD] [UNK] [CLS] [SEP] [MASK]',
   )
-  _require(
+  require(
     m.hidden_size % _HEAD_DIM == 0 or m.hidden_size < _HEAD_DIM,
     'model.hidden_size',
     f'must be a multiple of {_HEAD_DIM} (heads are {_HEAD_DIM}-dimensional), got {m.hidden_size}',
   )
-  _require(
+  require(
     0 < m.generator_hidden_fraction <= 1,
     'model.generator_hidden_fraction',
     f'must be in (0, 1], got {m.generator_hidden_fraction}',
   )
-  _require(
+  require(
     0 < m.generator_layers_fraction <= 1,
     'model.generator_layers_fraction',
     f'must be in (0, 1], got {m.generator_layers_fraction}',
   )
-  _require(
+  require(
     not m.tie_generator_to_discriminator
     or (
       m.generator_hidden_fraction == 1
@@ -226,12 +227,12 @@ def validate(config: ml_collections.ConfigDict, *, check_data: bool = True) -> N
     'model.generator_hidden_fraction=1.0, model.generator_layers_fraction=1.0 and '
     "model.embedding_sharing='tied'",
   )
-  _require(
+  require(
     m.embedding_sharing in EMBEDDING_SHARING,
     'model.embedding_sharing',
     f'must be one of {EMBEDDING_SHARING}, got {m.embedding_sharing!r}',
   )
-  _require(
+  require(
     m.embedding_sharing == 'tied' or (o.name != 'mlm' and not o.uniform_generator),
     'model.embedding_sharing',
     f'{m.embedding_sharing!r} shares embeddings with a generator network, which '
@@ -239,63 +240,63 @@ def validate(config: ml_collections.ConfigDict, *, check_data: bool = True) -> N
     "does not have; use 'tied'",
   )
   gen_hidden = generator_config(config).hidden_size
-  _require(
+  require(
     gen_hidden % _HEAD_DIM == 0 or gen_hidden < _HEAD_DIM,
     'model.generator_hidden_fraction',
     f'gives a generator hidden size of {gen_hidden}, which is not a multiple of {_HEAD_DIM}',
   )
   for key in ('dropout_rate', 'attention_dropout_rate'):
-    _require(0 <= m[key] < 1, f'model.{key}', f'must be in [0, 1), got {m[key]}')
-  _require(m.dtype in _DTYPES, 'model.dtype', f'must be one of {_DTYPES}, got {m.dtype!r}')
-  _require(
+    require(0 <= m[key] < 1, f'model.{key}', f'must be in [0, 1), got {m[key]}')
+  require(m.dtype in _DTYPES, 'model.dtype', f'must be one of {_DTYPES}, got {m.dtype!r}')
+  require(
     isinstance(m.scan_unroll, int) and 1 <= m.scan_unroll <= m.num_layers,
     'model.scan_unroll',
     f'must be an integer from 1 to model.num_layers={m.num_layers}, got {m.scan_unroll!r}',
   )
-  _require(
+  require(
     m.remat_policy in _REMAT_POLICIES,
     'model.remat_policy',
     f'must be one of {_REMAT_POLICIES}, got {m.remat_policy!r}',
   )
-  _require(
+  require(
     m.attention_impl in _ATTENTION_IMPLS,
     'model.attention_impl',
     f'must be one of {_ATTENTION_IMPLS}, got {m.attention_impl!r}',
   )
-  _require(
+  require(
     m.attention_impl == 'explicit' or m.attention_dropout_rate == 0,
     'model.attention_dropout_rate',
     f'jax.nn.dot_product_attention (attention_impl={m.attention_impl!r}) has '
     'no attention dropout; set it to 0 or use attention_impl=explicit',
   )
-  _require(
+  require(
     m.attention_impl != 'cudnn' or m.dtype == 'bfloat16',
     'model.dtype',
     "cuDNN flash attention (attention_impl='cudnn') takes bfloat16 activations; "
     "set --config.model.dtype=bfloat16 or use attention_impl='xla'",
   )
-  _require(
+  require(
     config.max_seq_length <= m.max_position_embeddings,
     'max_seq_length',
     f'{config.max_seq_length} exceeds model.max_position_embeddings={m.max_position_embeddings}',
   )
-  _require(config.max_seq_length >= 3, 'max_seq_length', 'must be >= 3 ([CLS] x [SEP])')
+  require(config.max_seq_length >= 3, 'max_seq_length', 'must be >= 3 ([CLS] x [SEP])')
 
   for axis in ('data', 'fsdp', 'tensor'):
     size = config.mesh[axis]
-    _require(
+    require(
       isinstance(size, int) and (size > 0 or size == -1),
       f'mesh.{axis}',
       f'must be a positive integer or -1, got {size!r}',
     )
   for axis in ('dcn_data', 'dcn_fsdp', 'dcn_tensor'):
     size = config.mesh[axis]
-    _require(
+    require(
       isinstance(size, int) and size > 0,
       f'mesh.{axis}',
       f'must be a positive number of slices, got {size!r}',
     )
-  _require(
+  require(
     [config.mesh[a] for a in ('data', 'fsdp', 'tensor')].count(-1) <= 1,
     'mesh',
     'at most one axis may be -1',
@@ -303,12 +304,12 @@ def validate(config: ml_collections.ConfigDict, *, check_data: bool = True) -> N
 
   e = config.eval
   for key in ('every_steps', 'num_batches'):
-    _require(
+    require(
       isinstance(e[key], int) and e[key] > 0,
       f'eval.{key}',
       f'must be a positive integer, got {e[key]!r}',
     )
-  _require(
+  require(
     e.batch_size is None or (isinstance(e.batch_size, int) and e.batch_size > 0),
     'eval.batch_size',
     f'must be a positive integer or None, got {e.batch_size!r}',
@@ -316,32 +317,32 @@ def validate(config: ml_collections.ConfigDict, *, check_data: bool = True) -> N
 
   d = config.data
   if check_data:
-    _require(
+    require(
       bool(d.prepared_dir) != bool(d.corpus),
       'data.corpus',
       'name the input with exactly one of --config.data.prepared_dir=DIR (from '
       "electra_jax.prepare_data) or --config.data.corpus='wiki:path/*/wiki_*'",
     )
-    _require(
+    require(
       not (d.vocab and d.spm_model),
       'data.vocab',
       'choose one tokenizer: data.vocab (WordPiece) or data.spm_model, not both',
     )
-  _require(
+  require(
     d.spm_model_type in ('unigram', 'bpe'),
     'data.spm_model_type',
     f"must be 'unigram' or 'bpe', got {d.spm_model_type!r}",
   )
-  _require(d.spm_sample_sentences > 0, 'data.spm_sample_sentences', 'must be > 0')
-  _require(
+  require(d.spm_sample_sentences > 0, 'data.spm_sample_sentences', 'must be > 0')
+  require(
     d.on_invalid_utf8 in ('skip', 'skip_all', 'error'),
     'data.on_invalid_utf8',
     f"must be 'skip', 'skip_all' or 'error', got {d.on_invalid_utf8!r}",
   )
   for key in ('single_segment_prob', 'short_seq_prob'):
-    _require(0 <= d[key] <= 1, f'data.{key}', f'must be in [0, 1], got {d[key]}')
+    require(0 <= d[key] <= 1, f'data.{key}', f'must be in [0, 1], got {d[key]}')
   for key in ('read_threads', 'prefetch_batches'):
-    _require(d[key] > 0, f'data.{key}', f'must be > 0, got {d[key]}')
-  _require(
+    require(d[key] > 0, f'data.{key}', f'must be > 0, got {d[key]}')
+  require(
     d.worker_processes >= 0, 'data.worker_processes', f'must be >= 0, got {d.worker_processes}'
   )

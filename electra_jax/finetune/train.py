@@ -41,8 +41,11 @@ class FinetuneError(errors.UserError):
 def validate(config: ml_collections.ConfigDict) -> None:
   """Raises ConfigError naming the first bad key."""
   for key in ('batch_size', 'eval_batch_size', 'max_seq_length', 'num_seeds', 'log_every_steps'):
-    if not (isinstance(config[key], int) and config[key] > 0):
-      raise config_lib.ConfigError(f'config.{key}: must be a positive integer, got {config[key]!r}')
+    config_lib.require(
+      isinstance(config[key], int) and config[key] > 0,
+      key,
+      f'must be a positive integer, got {config[key]!r}',
+    )
   checks = (
     ('learning_rate', config.learning_rate > 0, 'must be > 0'),
     ('layerwise_lr_decay', 0 < config.layerwise_lr_decay <= 1, 'must be in (0, 1]'),
@@ -57,8 +60,7 @@ def validate(config: ml_collections.ConfigDict) -> None:
     ('max_seq_length', config.max_seq_length >= 8, 'must be >= 8'),
   )
   for key, ok, message in checks:
-    if not ok:
-      raise config_lib.ConfigError(f'config.{key}: {message}, got {config[key]!r}')
+    config_lib.require(ok, key, f'{message}, got {config[key]!r}')
 
 
 def epochs_for(config: ml_collections.ConfigDict, task: glue.Task) -> float:
