@@ -197,7 +197,16 @@ def test_tfds_source_streams_a_built_dataset(tmp_path, wiki_glob, file_format):
 
 
 @pytest.mark.parametrize(
-  'case', ['no_match', 'invalid_utf8', 'bad_vocab', 'too_long', 'all_empty', 'no_tokenizer']
+  'case',
+  [
+    'no_match',
+    'invalid_utf8',
+    'bad_vocab',
+    'too_long',
+    'all_empty',
+    'no_tokenizer',
+    'vocab_too_big',
+  ],
 )
 def test_bad_input_gets_one_clear_line(tmp_path, case):
   text = tmp_path / 'text.txt'
@@ -228,6 +237,8 @@ def test_bad_input_gets_one_clear_line(tmp_path, case):
     ),
     'all_empty': (f'{tmp_path}/empty.txt', [f'--vocab={_vocab()}'], 'holds no text'),
     'no_tokenizer': (str(text), [], 'choose exactly one tokenizer'),
+    # sentencepiece's own refusal, from its child process.
+    'vocab_too_big': (str(text), ['--spm_vocab_size=5000'], 'use a smaller --spm_vocab_size'),
   }[case]
   result = run_prepare(f'--corpus={corpus}', f'--output_dir={tmp_path / "out"}', *extra)
   assert result.returncode == 2

@@ -136,6 +136,16 @@ class SentencePieceTokenizer(Tokenizer):
 _PROGRESS_SECONDS = 30  # How often a long sentencepiece training says it is alive.
 
 
+def _train_sentencepiece(options: dict[str, Any], result: Any) -> None:
+  """In the child process: trains, then sends '' or the error's message."""
+  try:
+    spm.SentencePieceTrainer.train(**options)
+  except Exception as e:  # Reported by the parent, which names the input.
+    result.send(str(e))
+    return
+  result.send('')
+
+
 def train_sentencepiece(
   sentences: Iterable[str],
   model_prefix: str,
@@ -182,14 +192,22 @@ def train_sentencepiece(
   )
   start = time.monotonic()
   # 'spawn': the parent may hold JAX's threads, which a fork would copy half-way.
-  with multiprocessing.get_context('spawn').Pool(1) as pool:
-    result = pool.apply_async(spm.SentencePieceTrainer.train, kwds=options)
-    while True:
-      try:
-        result.get(timeout=_PROGRESS_SECONDS)  # Re-raises the trainer's error here.
-        break
-      except multiprocessing.TimeoutError:
-        logging.info('sentencepiece: still training (%.0f s so far)', time.monotonic() - start)
+  context = multiprocessing.get_context('spawn')
+  receive, send = context.Pipe(duplex=False)
+  trainer = context.Process(target=_train_sentencepiece, args=(options, send), daemon=True)
+  trainer.start()
+  try:
+    trainer.join(_PROGRESS_SECONDS)
+    while trainer.is_alive():
+      logging.info('sentencepiece: still training (%.0f s so far)', time.monotonic() - start)
+      trainer.join(_PROGRESS_SECONDS)
+  finally:  # Ctrl-C, or any error here: the child goes at once; it holds nothing to keep.
+    if trainer.is_alive():
+      trainer.kill()
+      trainer.join()
+  failure = receive.recv() if receive.poll() else f'exit status {trainer.exitcode}'
+  if failure:
+    raise RuntimeError(failure)  # sentencepiece reports a too-small corpus this way.
   os.remove(sample)
   logging.info(
     'Trained a %d-piece %s sentencepiece model in %.0f s: %s.model',
