@@ -231,7 +231,7 @@ def test_small_compiles_and_fits_on_v5e_8(compiles):
 def test_base_compiles_and_fits_on_v4_8():
   """Base at its paper batch (256 x 512) on a v4-8, with remat for a margin: without it
   the plan leaves 0.3 GiB of the 32 GiB (docs/experiments/2026-11-23_tpu_compile_and_memory.md).
-  About 9 minutes on 2 cores."""
+  About 3 minutes on 2 cores."""
   require('libtpu')
   result = _finish(
     _tpu_compile(
