@@ -17,6 +17,8 @@ def _bad_inputs(workdir: str) -> list[tuple[str, list[str], str]]:
   """(command, flags, the error line's expected start)."""
   w = f'--workdir={workdir}'
   program = os.path.join(workdir, 'program.txt')  # A binary, named as if it were text.
+  empty = os.path.join(workdir, 'empty')
+  os.makedirs(empty)
   shutil.copy(sys.executable, program)
   vocab = data_dir() / 'vocab' / 'bert-base-uncased-vocab.txt'
   return [
@@ -60,9 +62,10 @@ def _bad_inputs(workdir: str) -> list[tuple[str, list[str], str]]:
     ('electra_jax.main', [_TINY, w, 'stray'], 'unexpected arguments stray; flags take'),
     ('electra_jax.finetune', [f'--init={workdir}', f'--glue_dir={workdir}'], '--task is required'),
     (
+      # Its own folder: the main job's cases write config.json into theirs.
       'electra_jax.export',
-      [w, f'--output={workdir}/hf'],
-      f'{workdir}: neither a pretraining workdir',
+      [f'--workdir={empty}', f'--output={workdir}/hf'],
+      f'{empty}: neither a pretraining workdir',
     ),
   ]
 

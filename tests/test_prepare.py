@@ -247,6 +247,14 @@ def test_bad_input_gets_one_clear_line(tmp_path, case):
   assert 'Traceback' not in result.stderr
 
 
+def _as_from_a_shell() -> None:
+  """SIGINT handled and unblocked in the child, as a shell starts it: a test process
+  (a pytest-xdist worker, after earlier tests) may ignore or block it, and children
+  inherit both."""
+  signal.signal(signal.SIGINT, signal.SIG_DFL)
+  signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
 def test_ctrl_c_stops_sentencepiece_training_at_once(tmp_path):
   """sentencepiece's C++ trainer runs in a child process, so SIGINT stops it at once.
   32,000 pieces on 200,000 sentences of the slice train for a minute or more."""
@@ -266,6 +274,7 @@ def test_ctrl_c_stops_sentencepiece_training_at_once(tmp_path):
       stdout=f,
       stderr=subprocess.STDOUT,
       text=True,
+      preexec_fn=_as_from_a_shell,
     )
   deadline = time.monotonic() + 120
   while 'sentencepiece: training 32000 pieces' not in log.read_text():
