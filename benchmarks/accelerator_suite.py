@@ -385,7 +385,12 @@ def stage_quality(args) -> list[str]:
   else:
     model = ['--config=configs/small.py', '--config.model.dtype=bfloat16']
     if args.platform == 'gpu':
-      model += ['--config.model.attention_impl=cudnn', '--config.model.attention_dropout_rate=0']
+      # The small stage's fastest variant on an H100 (2026-11-25): 1.6x the rolled scan.
+      model += [
+        '--config.model.attention_impl=cudnn',
+        '--config.model.attention_dropout_rate=0',
+        '--config.model.scan_unroll=12',
+      ]
   start = _latest_step(workdir)
   workdir.mkdir(parents=True, exist_ok=True)
   if start < steps:

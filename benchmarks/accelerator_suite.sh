@@ -38,10 +38,10 @@ if [[ ! -d $kit/wheels ]]; then
   exit 1
 fi
 
-python_version=$(python -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')
+python_version=$(python3 -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')
 site=$kit/site-$python_version
 if [[ ! -f $site/.installed ]]; then
-  python -m pip install --quiet --no-index --no-deps --find-links="$kit/wheels" \
+  python3 -m pip install --quiet --no-index --no-deps --find-links="$kit/wheels" \
     --target="$site" ml-collections grain array-record tensorboardX cloudpickle portpicker
   touch "$site/.installed"
 fi
@@ -53,4 +53,4 @@ platform=cpu
 command -v nvidia-smi > /dev/null && platform=gpu
 # shellcheck source=launch/xla_flags.sh
 source launch/xla_flags.sh "$platform"
-python benchmarks/accelerator_suite.py --stage="$stage" --kit="$kit" --out="$out" "${dry_run[@]}"
+python3 benchmarks/accelerator_suite.py --stage="$stage" --kit="$kit" --out="$out" "${dry_run[@]}"

@@ -73,6 +73,10 @@ def get_config(size: str = 'small') -> ml_collections.ConfigDict:
   config.model.attention_dropout_rate = 0.1
   config.model.attention_impl = 'explicit'
   config.model.remat_policy = 'none'
+  # Layers per iteration of the layer scan; the pretraining run's value is not
+  # inherited. trim_padding compiles a train and an eval program per length,
+  # and unrolled programs compile two to three times longer.
+  config.model.scan_unroll = 1
   config.model.head_dropout_rate = 0.1  # Dropout on [CLS] before the head.
   # Keep the pretrained model's sizes and tokenizer but start from random
   # weights: the baseline that shows what pretraining is worth.

@@ -76,7 +76,8 @@ def is_workdir(path: str) -> bool:
 def load(path: str, **runtime: Any) -> Pretrained:
   """The model in `path`: a pretraining workdir (its newest checkpoint) or an HF
   ELECTRA directory. `runtime` overrides EncoderConfig fields that do not
-  change the parameters (dtype, dropout rates, attention_impl, remat_policy)."""
+  change the parameters (dtype, dropout rates, attention_impl, remat_policy,
+  scan_unroll)."""
   if is_workdir(path):
     return _load_workdir(path, runtime)
   if os.path.exists(os.path.join(path, 'config.json')):

@@ -58,6 +58,11 @@ def validate(config: ml_collections.ConfigDict) -> None:
       'must be > 0, or None for the task default',
     ),
     ('max_seq_length', config.max_seq_length >= 8, 'must be >= 8'),
+    (
+      'model.scan_unroll',
+      isinstance(config.model.scan_unroll, int) and config.model.scan_unroll >= 1,
+      'must be a positive integer',
+    ),
   )
   for key, ok, message in checks:
     config_lib.require(ok, key, f'{message}, got {config[key]!r}')
@@ -90,6 +95,7 @@ def load_source(config: ml_collections.ConfigDict, init: str) -> pretrained.Pret
     attention_dropout_rate=config.model.attention_dropout_rate,
     attention_impl=config.model.attention_impl,
     remat_policy=config.model.remat_policy,
+    scan_unroll=config.model.scan_unroll,
   )
   cfg = source.discriminator_cfg
   if source.tokenizer is None:
