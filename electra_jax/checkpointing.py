@@ -221,10 +221,10 @@ def _set_aside(manager: ocp.CheckpointManager, step: int, error: Exception) -> s
   return f'{step}: {reason}'
 
 
-def _reader(path: epath.Path) -> ocp.CheckpointManager:
+def _reader(path: epath.Path, state_handler: Any = None) -> ocp.CheckpointManager:
   """A manager that reads the checkpoints in `path` and never writes there."""
   handlers = {
-    'state': ocp.StandardCheckpointHandler(),
+    'state': state_handler or ocp.StandardCheckpointHandler(),
     'data': ocp.JsonCheckpointHandler(),
     'meta': ocp.JsonCheckpointHandler(),
   }
@@ -233,14 +233,16 @@ def _reader(path: epath.Path) -> ocp.CheckpointManager:
   )
 
 
-def _open_newest(workdir: str, what: str) -> tuple[ocp.CheckpointManager, int]:
+def _open_newest(
+  workdir: str, what: str, state_handler: Any = None
+) -> tuple[ocp.CheckpointManager, int]:
   """A reader of WORKDIR/checkpoints and its newest step; `what` names the input in errors."""
   path = checkpoint_dir(workdir)
   if not path.exists():
     raise CheckpointError(
       f'{what}: {workdir} has no checkpoints/ folder; point it at the workdir of a pretraining run'
     )
-  manager = _reader(path)
+  manager = _reader(path, state_handler)
   step = manager.latest_step()
   if step is None:
     manager.close()
@@ -248,21 +250,68 @@ def _open_newest(workdir: str, what: str) -> tuple[ocp.CheckpointManager, int]:
   return manager, step
 
 
-def restore_params(source: str, abstract_state: Any, objective: str) -> tuple[Any, int]:
-  """The parameters of the newest checkpoint in another run's workdir, and its step.
-  Its objective must be `objective`, whose networks `abstract_state` holds."""
-  manager, step = _open_newest(source, 'config.checkpoint.init_from')
-  saved = config_lib.with_defaults(_restore_meta(manager, step)['config']).objective.name
-  if saved != objective:
-    manager.close()
-    raise CheckpointError(
-      f'config.checkpoint.init_from: {source} was pretrained with objective {saved!r}, '
-      f'this run with {objective!r}; their networks differ, so start from a run of '
-      f'objective {objective!r}'
+def _shape_differences(saved: Any, wanted: Any) -> list[str]:
+  """'path: (saved shape) -> (wanted shape)' for each leaf that differs or is
+  missing on one side."""
+  shapes = lambda tree: {
+    '.'.join(str(getattr(k, 'key', k)) for k in path): tuple(leaf.shape)
+    for path, leaf in jax.tree_util.tree_leaves_with_path(tree)
+  }
+  before, after = shapes(saved), shapes(wanted)
+  return [
+    f'params.{key}: {before.get(key, "absent")} -> {after.get(key, "absent")}'
+    for key in sorted(before.keys() | after.keys())
+    if before.get(key) != after.get(key)
+  ]
+
+
+def restore_params(
+  source: str, abstract_params: Any, objective: str, tokenizer_sha256: str
+) -> tuple[Any, int]:
+  """The parameters of the newest checkpoint in another run's workdir, and its step,
+  laid out as `abstract_params`. Only the parameters are read, so the source may
+  have had any optimizer. Its objective, tokenizer and parameter shapes must be
+  this run's."""
+  what = 'config.checkpoint.init_from'
+  # The PyTree handler restores a part of the saved state; the standard one, all of it.
+  manager, step = _open_newest(source, what, ocp.PyTreeCheckpointHandler())
+  try:
+    meta = _restore_meta(manager, step)
+    saved = config_lib.with_defaults(meta['config']).objective.name
+    if saved != objective:
+      raise CheckpointError(
+        f'{what}: {source} was pretrained with objective {saved!r}, this run with '
+        f'{objective!r}; their networks differ, so start from a run of objective {objective!r}'
+      )
+    if meta['tokenizer'].get('sha256') != tokenizer_sha256:
+      raise CheckpointError(
+        f'{what}: {source} was pretrained with another tokenizer '
+        f"({meta['tokenizer'].get('file')}) than this run's data; prepare the data "
+        f'with its vocabulary, which is in {source}/tokenizer'
+      )
+    differences = _shape_differences(
+      manager.item_metadata(step)['state']['params'], abstract_params
     )
-  restored = _restore(manager, step, abstract_state, with_data=False)
-  manager.close()
-  return restored.state.params, step
+    if differences:
+      raise CheckpointError(
+        f'{what}: the parameters of {source} do not fit this config '
+        f'({"; ".join(differences[:5])}{"; ..." if len(differences) > 5 else ""}); '
+        'use the model keys of that run'
+      )
+    target = {'params': abstract_params}
+    restored = manager.restore(
+      step,
+      args=ocp.args.Composite(
+        state=ocp.args.PyTreeRestore(
+          item=target,
+          restore_args=ocp.checkpoint_utils.construct_restore_args(target),
+          partial_restore=True,
+        )
+      ),
+    )
+  finally:
+    manager.close()
+  return restored.state['params'], step
 
 
 def restore_for_inference(

@@ -438,7 +438,10 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> Train
       )
     elif config.checkpoint.init_from:
       params, source_step = checkpointing.restore_params(
-        config.checkpoint.init_from, sharding.abstract(state), config.objective.name
+        config.checkpoint.init_from,
+        sharding.abstract(state.params),
+        config.objective.name,
+        data.metadata['tokenizer']['sha256'],
       )
       state = state.replace(params=params)
       logging.info(

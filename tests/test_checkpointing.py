@@ -309,7 +309,8 @@ def test_config_changes_and_init_from(tmp_path, run_a, prepared_tiny):
     result.stderr
   )
 
-  # Another run's parameters, with a fresh optimizer and step.
+  # Another run's parameters, with a fresh optimizer and step: one whose state
+  # differs from the source's (Adam without bias correction keeps no count).
   fresh = tmp_path / 'continued'
   result = run_main(
     fresh,
@@ -318,6 +319,7 @@ def test_config_changes_and_init_from(tmp_path, run_a, prepared_tiny):
       '--config.num_train_steps=40',
       '--config.checkpoint.every_steps=10',
       f'--config.checkpoint.init_from={run_a}',
+      '--config.adam_bias_correction=false',
     ),
   )
   assert result.returncode == 0, result.stderr[-3000:]
@@ -327,6 +329,27 @@ def test_config_changes_and_init_from(tmp_path, run_a, prepared_tiny):
   # Starting from trained parameters, the first step's loss is far below a
   # fresh model's (the same data and RNG reach both at step 1).
   assert losses[1] < _last_per_step(run_a)['train/loss'][1] - 5
+
+
+def test_init_from_refuses_another_tokenizer_and_other_shapes(run_a):
+  from configs import tiny
+  from electra_jax import optim, sharding, train
+
+  def abstract_params(**model):
+    config = tiny.get_config()
+    config.model.update(model)
+    mesh = sharding.make_mesh(config.mesh)
+    model = train.build_model(config)
+    return train.abstract_train_state(config, model, optim.create_optimizer(config), mesh)[0].params
+
+  meta = checkpointing.restore_for_inference(str(run_a))[2]
+  with pytest.raises(checkpointing.CheckpointError, match='another tokenizer') as error:
+    checkpointing.restore_params(str(run_a), abstract_params(), 'electra', '0' * 64)
+  assert f'{run_a}/tokenizer' in str(error.value)
+  sha = meta['tokenizer']['sha256']
+  with pytest.raises(checkpointing.CheckpointError, match=r'params\.embeddings\.\S+: \(') as error:
+    checkpointing.restore_params(str(run_a), abstract_params(embedding_size=32), 'electra', sha)
+  print(error.value)
 
 
 def test_a_save_is_reported_when_it_is_on_disk_not_when_the_next_starts(tmp_path, caplog):
