@@ -33,6 +33,14 @@ def learning_rate_schedule(config: ml_collections.ConfigDict) -> optax.Schedule:
   return linear_warmup_decay(config.learning_rate, config.warmup_steps, config.num_train_steps)
 
 
+def applied_learning_rate(schedule: optax.Schedule, opt_state: Any) -> jax.Array:
+  """The learning rate that the next update of `opt_state` applies: the schedule
+  at the optimizer's own count, which a skipped (non-finite) step does not
+  advance, unlike the train state's step."""
+  in_schedule_state = lambda path, _: getattr(path[-1], 'tuple_name', '') == 'ScaleByScheduleState'
+  return schedule(optax.tree.get(opt_state, 'count', filtering=in_schedule_state))
+
+
 def layerwise_lr_scales(
   params: Any, num_layers: int, decay: float, *, released_off_by_one: bool = False
 ) -> Any:

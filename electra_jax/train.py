@@ -181,7 +181,7 @@ def make_train_step(
     finite = jnp.isfinite(metrics['loss']) & jnp.isfinite(grad_norm)
     keep_if_finite = lambda new, old: jax.tree.map(lambda n, o: jnp.where(finite, n, o), new, old)
     metrics['grad_norm'] = grad_norm
-    metrics['learning_rate'] = schedule(state.step)
+    metrics['learning_rate'] = optim.applied_learning_rate(schedule, state.opt_state)
     metrics['nonfinite_loss'] = (~jnp.isfinite(metrics['loss'])).astype(jnp.float32)
     metrics['nonfinite_grads'] = (~jnp.isfinite(grad_norm)).astype(jnp.float32)
     return TrainState(
