@@ -226,7 +226,8 @@ def get_config() -> ml_collections.ConfigDict:
 
   config.checkpoint = ml_collections.ConfigDict()
   # Saves every every_steps steps (the released code: 1000) and at least
-  # every every_minutes minutes (0: off), asynchronously, and at the end.
+  # every every_minutes minutes (0: off), asynchronously, and at the end. With
+  # several processes, process 0's clock decides at log steps, for all.
   config.checkpoint.every_steps = 1_000
   config.checkpoint.every_minutes = 30.0
   # Keeps the newest `keep` (the released code: 5) plus every checkpoint whose

@@ -182,11 +182,19 @@ class MetricsLog:
 
 
 class Preemption:
-  """Notices SIGTERM, which TPU VMs and SLURM send before they preempt a job."""
+  """Notices SIGTERM, which TPU VMs and SLURM send before they preempt a job.
+
+  One process handles it itself. Several leave SIGTERM to JAX's preemption
+  notifier (set up by jax.distributed.initialize): a notice to any process
+  reaches all of them, and they agree on one step at which every process
+  saves and stops. A Python handler would replace the notifier's.
+  """
 
   def __init__(self):
     self._received = False
-    self._previous = signal.signal(signal.SIGTERM, self._handle)
+    self._single = jax.process_count() == 1
+    if self._single:
+      self._previous = signal.signal(signal.SIGTERM, self._handle)
 
   def _handle(self, signum, frame) -> None:
     del signum, frame
@@ -194,12 +202,44 @@ class Preemption:
     self._received = True
 
   def reached(self, step: int) -> bool:
-    """True at the step where every process should save and stop."""
-    if jax.process_count() > 1:
-      # Processes must stop at the same step; JAX's preemption service (set up
-      # by jax.distributed.initialize) agrees on one.
-      return multihost_utils.reached_preemption_sync_point(step)
-    return self._received
+    """True at the step where every process should save and stop; to be asked
+    at every step, by every process."""
+    if self._single:
+      return self._received
+    if multihost_utils.reached_preemption_sync_point(step):
+      logging.warning(
+        'Preemption notice: every process saves a checkpoint at step %d, then stops', step
+      )
+      return True
+    return False
 
   def close(self) -> None:
-    signal.signal(signal.SIGTERM, self._previous)
+    if self._single:
+      signal.signal(signal.SIGTERM, self._previous)
+
+
+class TimedSaves:
+  """config.checkpoint.every_minutes, decided on the same steps by every process.
+
+  With several processes, process 0's clock decides at each log step and
+  tells the others: processes that disagreed would enter the collective save
+  at different steps and hang.
+  """
+
+  def __init__(self, config: ml_collections.ConfigDict):
+    self._seconds = 60 * config.checkpoint.every_minutes
+    self._every = config.log_every_steps
+    self._last = time.monotonic()
+
+  def due(self, step: int) -> bool:
+    if not self._seconds:
+      return False
+    if jax.process_count() == 1:
+      return time.monotonic() - self._last >= self._seconds
+    if step % self._every:
+      return False
+    wanted = jax.process_index() == 0 and time.monotonic() - self._last >= self._seconds
+    return bool(multihost_utils.broadcast_one_to_all(np.bool_(wanted)))
+
+  def saved(self) -> None:
+    self._last = time.monotonic()

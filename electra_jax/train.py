@@ -464,7 +464,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> Train
     preemption = loop.Preemption()
     preempted, previous, loop_start = False, None, time.monotonic()
     saver = checkpointing.AsyncSaver(manager, config.checkpoint.max_failed_saves_in_a_row)
-    last_save = time.monotonic()
+    timed_saves = loop.TimedSaves(config)
     try:
       for step in range(first_step, config.num_train_steps):
         batch = sharding.make_global_batch(next(batches), batch_sharding)
@@ -485,17 +485,9 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> Train
           writer.write(done, held_out.run(state.params), prefix='eval')
           log.exclude(time.perf_counter() - start)  # Throughput counts training only.
 
-        preempted = preemption.reached(done)
-        due = (
-          manager.should_save(done)
-          or done == config.num_train_steps
-          or preempted
-          or (
-            config.checkpoint.every_minutes
-            and time.monotonic() - last_save >= 60 * config.checkpoint.every_minutes
-          )
-        )
-        if due:
+        # Both are asked at every step by every process, which they may synchronise.
+        preempted, timed = preemption.reached(done), timed_saves.due(done)
+        if manager.should_save(done) or done == config.num_train_steps or preempted or timed:
           # Metrics up to this step reach disk before its checkpoint does, so
           # a crash never loses metrics of steps that a resume will not redo.
           log.write()
@@ -507,7 +499,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> Train
             done,
             waited,
           )
-          last_save = time.monotonic()
+          timed_saves.saved()
         if preempted:
           saver.wait()
           logging.warning(

@@ -1,18 +1,24 @@
 """Two processes of 4 simulated CPU devices each, joined by jax.distributed with gloo
 collectives on loopback and meshed as two DCN granules, train like one process of 8
-devices, and a checkpoint written by the two resumes in one."""
+devices, and a checkpoint written by the two resumes in one. SIGTERM to one of them,
+or to both, stops both at the same step with the same checkpoint, and time-based
+saves happen on the same steps in both."""
 
 import os
+import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
+import time
 
+import numpy as np
 import pytest
 
 from electra_jax.data import shard_writer
 from tests.conftest import REPO, data_dir
-from tests.test_checkpointing import _last_per_step
+from tests.test_checkpointing import _last_per_step, _params
 
 _ARGS = (
   '--config=configs/tiny.py',
@@ -117,3 +123,95 @@ def test_two_processes_train_like_one_and_resume_in_one(tmp_path, prepared):
   for tag in a:
     for step in range(7, 11):
       assert c[tag][step] == pytest.approx(a[tag][step], rel=1e-6, abs=1e-7), (tag, step)
+
+
+def _two_processes(workdir, prepared: str, *extra: str) -> list[tuple[subprocess.Popen, str]]:
+  """Starts the two processes; their stderr goes to files, read while they run."""
+  address = f'localhost:{_free_port()}'
+  os.makedirs(workdir, exist_ok=True)
+  started = []
+  for index in range(2):
+    log = os.path.join(workdir, f'stderr-{index}-{time.time_ns()}.txt')
+    with open(log, 'w') as stderr:
+      process = subprocess.Popen(
+        [*_main(workdir, prepared), '--config.mesh.dcn_data=2', *extra],
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=stderr,
+        env=_env(
+          4, JAX_COORDINATOR_ADDRESS=address, JAX_NUM_PROCESSES='2', JAX_PROCESS_ID=str(index)
+        ),
+      )
+    started.append((process, log))
+  return started
+
+
+def _finish(started) -> list[str]:
+  logs = []
+  for process, log in started:
+    process.wait(timeout=600)
+    logs.append(open(log).read())
+    assert process.returncode == 0, logs[-1][-3000:]
+  return logs
+
+
+def _sigterm_after(started, pattern: str, to: list[int]) -> None:
+  """SIGTERM to the processes `to` once process 0's log matches `pattern`."""
+  deadline = time.monotonic() + 600
+  while not re.search(pattern, open(started[0][1]).read()):
+    assert time.monotonic() < deadline and started[0][0].poll() is None, 'never reached ' + pattern
+    time.sleep(0.2)
+  for index in to:
+    started[index][0].send_signal(signal.SIGTERM)
+
+
+def _saved_steps(log: str) -> list[int]:
+  return [int(s) for s in re.findall(r'Saving the checkpoint of step (\d+)', log)]
+
+
+@pytest.mark.heavy  # Four runs of two processes, whose saves take seconds each: minutes.
+def test_sigterm_to_one_or_both_processes_stops_both_at_one_step(tmp_path, prepared):
+  steps = 24
+  args = (f'--config.num_train_steps={steps}', '--config.log_every_steps=2')
+  reference = tmp_path / 'uninterrupted'
+  one = subprocess.run(
+    [*_main(reference, prepared), *args],
+    cwd=REPO,
+    capture_output=True,
+    text=True,
+    timeout=600,
+    env=_env(8),
+  )
+  assert one.returncode == 0, one.stderr[-3000:]
+
+  workdir = tmp_path / 'preempted'
+  # Saves every 0.3 s by the clock, with no step-based saves before the end.
+  timed = ('--config.checkpoint.every_minutes=0.005', '--config.checkpoint.every_steps=1000')
+  stops = []
+  for to in ([1], [0, 1]):  # SIGTERM to the second process alone, then to both.
+    started = _two_processes(workdir, prepared, *args, *timed)
+    _sigterm_after(started, r'Saving the checkpoint of step', to)
+    logs = _finish(started)
+    stopped = [re.search(r'Preempted: saved the checkpoint of step (\d+)', log) for log in logs]
+    assert all(stopped), logs[0][-3000:]
+    assert stopped[0].group(1) == stopped[1].group(1)
+    stops.append(int(stopped[0].group(1)))
+    # Both processes saved the same steps: timed ones, decided at log steps, then
+    # the notice's.
+    saved = [_saved_steps(log) for log in logs]
+    assert saved[0] == saved[1] and len(saved[0]) >= 2, saved
+    assert all(step % 2 == 0 for step in saved[0][:-1]) and saved[0][-1] == stops[-1], saved
+  assert stops[0] < stops[1] < steps, stops
+  logs = _finish(_two_processes(workdir, prepared, *args))
+  assert f'Resumed at step {stops[1]} ' in logs[0]
+
+  # The same training as without interruptions. A window cut by a stop at an odd
+  # step is logged with the steps after the resume only, so it is left out.
+  a, b = _last_per_step(workdir), _last_per_step(reference)
+  assert sorted(a['train/loss']) == list(range(2, steps + 1, 2))
+  for tag in a:
+    for step in range(2, steps + 1, 2):
+      if step - 1 not in stops:
+        assert a[tag][step] == pytest.approx(b[tag][step], rel=1e-6, abs=1e-7), (tag, step)
+  for x, y in zip(_params(workdir, steps), _params(reference, steps)):
+    np.testing.assert_allclose(x, y, rtol=1e-5, atol=1e-7)
