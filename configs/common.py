@@ -211,6 +211,11 @@ def get_config() -> ml_collections.ConfigDict:
 
   # --- Logging and checkpoints -----------------------------------------------
   config.log_every_steps = 100
+  # Steps the host may dispatch beyond the newest finished one. More hides host
+  # work (input, logging) behind the device; fewer bounds the time from SIGTERM
+  # to a saved checkpoint, which waits for every dispatched step: at most
+  # max_steps_ahead + 1 step times, plus the save.
+  config.max_steps_ahead = 2
   # A short progress line (step, steps/s, tokens/s, loss, time left) at least this
   # often, whatever log_every_steps is; 0 turns it off.
   config.progress_every_seconds = 30.0

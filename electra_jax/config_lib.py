@@ -122,6 +122,7 @@ def validate(config: ml_collections.ConfigDict, *, check_data: bool = True) -> N
     'max_seq_length',
     'num_train_steps',
     'log_every_steps',
+    'max_steps_ahead',
     'max_consecutive_nonfinite_steps',
   ):
     require(

@@ -4,6 +4,7 @@ Sections, in the order they run: config, mesh, input, model, state and
 train step, checkpoint, loop.
 """
 
+import collections
 from collections.abc import Callable, Mapping
 import contextlib
 import dataclasses
@@ -462,7 +463,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> Train
     log = loop.MetricsLog(writer, loop.ThroughputMeter(first_step, config, peak), config)
     progress = loop.Progress(first_step, config)
     preemption = loop.Preemption()
-    preempted, previous, loop_start = False, None, time.monotonic()
+    preempted, loop_start = False, time.monotonic()
+    in_flight: collections.deque[jax.Array] = collections.deque()  # Dispatched steps' losses.
     saver = checkpointing.AsyncSaver(manager, config.checkpoint.max_failed_saves_in_a_row)
     timed_saves = loop.TimedSaves(config)
     try:
@@ -471,12 +473,13 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> Train
         state, metrics = train_step(state, batch)
         done = step + 1
         log.add(done, metrics)
-        if previous is not None:
-          # The host stays one step ahead of the device: the device is never idle,
-          # batches do not pile up on it, and the progress line is current.
-          jax.block_until_ready(previous['loss'])
-          progress.update(done - 1)
-        previous = metrics
+        in_flight.append(metrics['loss'])
+        if len(in_flight) > config.max_steps_ahead:
+          # The host stays a few steps ahead of the device: the device is never
+          # idle, batches do not pile up on it, a SIGTERM is acted on within
+          # those steps, and the progress line is current.
+          jax.block_until_ready(in_flight.popleft())
+          progress.update(done - config.max_steps_ahead)
         # Reading the windows that ended before this step lets this step run meanwhile.
         log.write(before_step=done)
         saver.report_finished()

@@ -131,26 +131,41 @@ def test_exact_resume_after_sigkill(tmp_path, prepared_tiny, run_a):
     np.testing.assert_array_equal(x, y)
 
 
-def test_sigterm_saves_a_checkpoint_and_exits(tmp_path, prepared_tiny):
+def test_sigterm_saves_within_max_steps_ahead_and_resumes(tmp_path, prepared_tiny):
+  # Slow steps (a large batch), and metrics read only at the end: only
+  # max_steps_ahead keeps the host from dispatching far beyond the device. A
+  # progress line at every step names the newest finished one.
+  ahead, steps = 2, 12
+  args = _args(
+    prepared_tiny,
+    f'--config.num_train_steps={steps}',
+    '--config.checkpoint.every_steps=1000',
+    '--config.batch_size=128',
+    f'--config.log_every_steps={steps}',
+    '--config.progress_every_seconds=0.001',
+    f'--config.max_steps_ahead={ahead}',
+  )
   workdir = tmp_path / 'preempted'
-  # The program of run_a, so it comes from the compilation cache; no interval saves.
-  args = _args(prepared_tiny, '--config.num_train_steps=40', '--config.checkpoint.every_steps=1000')
   process, log = _start(workdir, *args)
-  _wait_for_step(process, log, 3)
+  finished = lambda: [int(s) for s in re.findall(rf'\] step (\d+)/{steps}', open(log).read())]
+  deadline = time.monotonic() + 300
+  while not finished() or finished()[-1] < 2:
+    assert process.poll() is None and time.monotonic() < deadline, open(log).read()[-3000:]
+    time.sleep(0.02)
+  last = finished()[-1]
   sent = time.monotonic()
   process.send_signal(signal.SIGTERM)
-  assert process.wait(timeout=120) == 0
-  print(f'exited {time.monotonic() - sent:.1f} s after SIGTERM')
-  with open(log) as f:
-    match = re.search(r'Preempted: saved the checkpoint of step (\d+)', f.read())
-  assert match
-  step = int(match.group(1))
-  assert os.path.isdir(workdir / 'checkpoints' / str(step))
+  assert process.wait(timeout=300) == 0, open(log).read()[-3000:]
+  saved = int(re.search(r'Preempted: saved the checkpoint of step (\d+)', open(log).read())[1])
+  print(f'step {last} finished; saved {saved}, {time.monotonic() - sent:.1f} s after SIGTERM')
+  # The step after `last` was running; the host had dispatched at most `ahead` more.
+  assert last < saved <= last + 1 + ahead + 1, (last, saved)
+  assert os.path.isdir(workdir / 'checkpoints' / str(saved))
 
   result = run_main(workdir, *args)
   assert result.returncode == 0, result.stderr[-3000:]
-  assert f'Resumed at step {step} ' in result.stderr
-  assert os.path.isdir(workdir / 'checkpoints' / '40')
+  assert f'Resumed at step {saved} ' in result.stderr
+  assert os.path.isdir(workdir / 'checkpoints' / str(steps))
 
 
 def test_nonfinite_steps_are_skipped_then_stop_the_run(tmp_path, prepared_tiny):
