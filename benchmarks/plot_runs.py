@@ -9,7 +9,6 @@ where the run evaluated. Needs matplotlib (`pip install matplotlib`).
 """
 
 import argparse
-import math
 import sys
 
 try:
@@ -19,12 +18,7 @@ except ImportError:
 matplotlib.use('Agg')  # Files only; no display needed.
 import matplotlib.pyplot as plt  # noqa: E402  # pylint: disable=g-import-not-at-top
 
-from electra_jax import metric_writer  # noqa: E402
-
-
-def _entropy(p: float) -> float:
-  """Loss of the best constant answer when a fraction p of the tokens is replaced."""
-  return -(p * math.log(p) + (1 - p) * math.log(1 - p)) if 0 < p < 1 else 0.0
+from electra_jax import metric_writer, objectives  # noqa: E402
 
 
 def _draw(axes, scalars: dict[str, list[tuple[int, float]]], name: str) -> None:
@@ -45,7 +39,13 @@ def _draw(axes, scalars: dict[str, list[tuple[int, float]]], name: str) -> None:
       line(ax, tag, label=tag, marker='o' if tag.startswith('eval/') else None, markersize=3)
     if title == 'discriminator loss' and 'train/replaced_fraction' in scalars:
       steps, fractions = zip(*scalars['train/replaced_fraction'])
-      ax.plot(steps, [_entropy(p) for p in fractions], '--', color='grey', label='constant answer')
+      ax.plot(
+        steps,
+        [objectives.constant_answer_disc_loss(p) for p in fractions],
+        '--',
+        color='grey',
+        label='constant answer',
+      )
     ax.set_title(f'{name}: {title}', fontsize=9)
     ax.set_xlabel('step', fontsize=8)
     ax.tick_params(labelsize=7)

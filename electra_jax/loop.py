@@ -16,9 +16,9 @@ from electra_jax import errors, flops, metric_writer
 
 Metrics = dict[str, jax.Array]
 
-# The figures the console shows for each log window, where the objective has them;
-# TensorBoard gets every scalar.
-HEADLINE = (
+# The figures the console shows for each log window, where the objective has them:
+# how the model learns, then the rates; TensorBoard gets every scalar.
+LEARNING = (
   'loss',
   'mlm_loss',
   'mlm_accuracy',
@@ -27,10 +27,8 @@ HEADLINE = (
   'disc_loss',
   'disc_recall',
   'disc_precision',
-  'learning_rate',
-  'tokens_per_s',
-  'mfu',
 )
+HEADLINE = (*LEARNING, 'learning_rate', 'tokens_per_s', 'mfu')
 
 
 def throughput(

@@ -17,6 +17,7 @@ pretraining_losses.
 
 from collections.abc import Mapping
 import dataclasses
+import math
 from typing import Any
 
 import flax
@@ -178,6 +179,13 @@ def discriminator_loss(
     'disc_recall': _safe_div(true_positive, jnp.sum(actual)),
     'replaced_fraction': _safe_div(jnp.sum(actual), total),
   }
+
+
+def constant_answer_disc_loss(replaced_fraction: float) -> float:
+  """The discriminator loss of the best constant answer, the replaced fraction p
+  for every token: the binary entropy of p, which a discriminator must beat."""
+  p = replaced_fraction
+  return -(p * math.log(p) + (1 - p) * math.log(1 - p)) if 0 < p < 1 else 0.0
 
 
 def copy_mixture_log_probs(mlm_logits: Array, copy_logits: Array, input_ids: Array) -> Array:
@@ -355,38 +363,33 @@ def sample_and_corrupt(
 # PretrainingOutputs.main_logits).
 
 
-def _electra(params, batch, c, rng, model, deterministic):
-  """Replaced token detection over every token (the paper's objective)."""
-  logits = _apply(
-    params,
-    model,
-    model.discriminator_logits,
-    rng,
-    c.corrupted,
-    batch['token_type_ids'],
-    batch['attention_mask'],
-    deterministic,
-  )
-  loss, metrics = discriminator_loss(logits, c.is_replaced, batch['attention_mask'] > 0)
-  return loss, metrics, logits
+def _replaced_token_detection(counted):
+  """Replaced token detection, its loss over the tokens that `counted(batch, c)`
+  weighs 1."""
+
+  def objective(params, batch, c, rng, model, deterministic):
+    logits = _apply(
+      params,
+      model,
+      model.discriminator_logits,
+      rng,
+      c.corrupted,
+      batch['token_type_ids'],
+      batch['attention_mask'],
+      deterministic,
+    )
+    loss, metrics = discriminator_loss(logits, c.is_replaced, counted(batch, c))
+    return loss, metrics, logits
+
+  return objective
 
 
-def _electra_15(params, batch, c, rng, model, deterministic):
-  """Replaced token detection counted at the masked positions only (Table 5's
-  'ELECTRA 15%')."""
-  logits = _apply(
-    params,
-    model,
-    model.discriminator_logits,
-    rng,
-    c.corrupted,
-    batch['token_type_ids'],
-    batch['attention_mask'],
-    deterministic,
-  )
-  weights = masked_position_weights(c.masked, c.corrupted.shape[1])
-  loss, metrics = discriminator_loss(logits, c.is_replaced, weights)
-  return loss, metrics, logits
+# The paper's objective: every token counts.
+_electra = _replaced_token_detection(lambda batch, c: batch['attention_mask'] > 0)
+# Table 5's 'ELECTRA 15%': only the masked positions count.
+_electra_15 = _replaced_token_detection(
+  lambda batch, c: masked_position_weights(c.masked, c.corrupted.shape[1])
+)
 
 
 def main_mlm_prefix(name: str) -> str:

@@ -343,7 +343,7 @@ def _report_end(
 ) -> None:
   """The closing line: steps, time, the last metrics and where the checkpoint is."""
   step = int(state.step)
-  figures = ', '.join(f'{k} {last[k]:.4g}' for k in loop.HEADLINE[:-3] if k in last)
+  figures = ', '.join(f'{k} {last[k]:.4g}' for k in loop.LEARNING if k in last)
   logging.info(
     '%s at step %s: %s steps in %s%s; the checkpoint is in %s/%d',
     'Stopped for preemption' if preempted else 'Finished',
