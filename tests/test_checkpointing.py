@@ -140,7 +140,7 @@ def test_sigterm_saves_within_max_steps_ahead_and_resumes(tmp_path, prepared_tin
     prepared_tiny,
     f'--config.num_train_steps={steps}',
     '--config.checkpoint.every_steps=1000',
-    '--config.batch_size=128',
+    '--config.batch_size=64',
     f'--config.log_every_steps={steps}',
     '--config.progress_every_seconds=0.001',
     f'--config.max_steps_ahead={ahead}',
@@ -199,6 +199,22 @@ def test_nonfinite_steps_are_skipped_then_stop_the_run(tmp_path, prepared_tiny):
   steps = sorted(int(s) for s in os.listdir(workdir / 'checkpoints') if s.isdigit())
   assert steps and steps[-1] < 50
   assert all(np.isfinite(x).all() for x in _params(workdir, steps[-1]))
+
+  # The logged learning rate is the applied one: the schedule at the count of
+  # updates applied before each step, which skipped steps do not advance.
+  from configs import tiny
+  from electra_jax import optim
+
+  config = tiny.get_config()
+  config.learning_rate, config.num_train_steps = 1e30, 50
+  schedule = optim.learning_rate_schedule(config)
+  skipped = {int(s) for s in re.findall(r'Step (\d+): non-finite ', result.stderr)}
+  applied = lambda step: sum(1 for s in range(1, step) if s not in skipped)
+  logged = _last_per_step(workdir)['train/learning_rate']
+  assert logged and skipped & set(range(1, max(logged)))
+  for window_end, value in logged.items():
+    expected = np.mean([schedule(applied(s)) for s in range(window_end - 4, window_end + 1)])
+    assert value == pytest.approx(float(expected), rel=1e-5), window_end
 
 
 def test_damaged_checkpoints_fall_back_and_never_restart_silently(tmp_path, run_a, prepared_tiny):
