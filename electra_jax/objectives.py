@@ -363,20 +363,29 @@ def sample_and_corrupt(
 # PretrainingOutputs.main_logits).
 
 
+def _read_corrupted(params, model, method, rng, batch, c, deterministic, *extra):
+  """The full-size network's `method` over the corrupted text; `extra` goes before
+  `deterministic` (the masked positions, for the MLM head)."""
+  return _apply(
+    params,
+    model,
+    method,
+    rng,
+    c.corrupted,
+    batch['token_type_ids'],
+    batch['attention_mask'],
+    *extra,
+    deterministic,
+  )
+
+
 def _replaced_token_detection(counted):
   """Replaced token detection, its loss over the tokens that `counted(batch, c)`
   weighs 1."""
 
   def objective(params, batch, c, rng, model, deterministic):
-    logits = _apply(
-      params,
-      model,
-      model.discriminator_logits,
-      rng,
-      c.corrupted,
-      batch['token_type_ids'],
-      batch['attention_mask'],
-      deterministic,
+    logits = _read_corrupted(
+      params, model, model.discriminator_logits, rng, batch, c, deterministic
     )
     loss, metrics = discriminator_loss(logits, c.is_replaced, counted(batch, c))
     return loss, metrics, logits
@@ -400,16 +409,8 @@ def main_mlm_prefix(name: str) -> str:
 
 def _masked_lm(prefix):
   def masked_lm(params, batch, c, rng, model, deterministic):
-    logits = _apply(
-      params,
-      model,
-      model.mlm_logits,
-      rng,
-      c.corrupted,
-      batch['token_type_ids'],
-      batch['attention_mask'],
-      c.masked.positions,
-      deterministic,
+    logits = _read_corrupted(
+      params, model, model.mlm_logits, rng, batch, c, deterministic, c.masked.positions
     )
     loss, metrics = mlm_loss(logits, c.masked, prefix)
     return loss, metrics, logits
@@ -426,15 +427,8 @@ _replace_mlm = _masked_lm(main_mlm_prefix('replace_mlm'))
 def _all_tokens_mlm(params, batch, c, rng, model, deterministic):
   """All-Tokens MLM: predicts every token's identity from the corrupted text, through
   the copy mechanism (copy_mixture_log_probs)."""
-  mlm_logits, copy_logits = _apply(
-    params,
-    model,
-    model.copy_mlm_logits,
-    rng,
-    c.corrupted,
-    batch['token_type_ids'],
-    batch['attention_mask'],
-    deterministic,
+  mlm_logits, copy_logits = _read_corrupted(
+    params, model, model.copy_mlm_logits, rng, batch, c, deterministic
   )
   log_probs = copy_mixture_log_probs(mlm_logits, copy_logits, c.corrupted)
   nll = -jnp.take_along_axis(log_probs, batch['input_ids'][..., None], axis=-1)[..., 0]
