@@ -71,8 +71,8 @@ def _init_params(
   """Initial parameters, still boxed with logical axis names.
 
   They come from a rolled, unrematerialised layer scan: the parameters are the
-  same, and an unrolled init compiles about as long as the train step (on an
-  H100, small with scan_unroll=12 spent about 50 s of its start-up there).
+  same, and an unrolled init compiles far longer (on this CPU, small with
+  scan_unroll=12 initialised in 11.0 s unrolled, 4.7 s rolled).
   """
   rolled = functools.partial(dataclasses.replace, scan_unroll=1, remat_policy='none')
   model = model.clone(
