@@ -100,7 +100,7 @@ def test_finetuned_tiny_model_beats_chance_on_sst2(pretrained_workdir, tmp_path)
   out = tmp_path / 'sst2'
   # 4,000 of SST-2's 67k training sentences for 2 epochs; the tiny model's
   # 2 layers take the full learning rate (no layer-wise decay).
-  result = _finetune(
+  args = (
     '--task=SST-2',
     f'--glue_dir={data_dir() / "glue"}',
     f'--init={pretrained_workdir}',
@@ -112,6 +112,7 @@ def test_finetuned_tiny_model_beats_chance_on_sst2(pretrained_workdir, tmp_path)
     '--config.layerwise_lr_decay=1.0',
     '--config.num_seeds=1',
   )
+  result = _finetune(*args)
   assert result.returncode == 0, result.stderr[-3000:]
   last = result.stdout.strip().splitlines()[-1]
   print(result.stdout)
@@ -142,6 +143,17 @@ def test_finetuned_tiny_model_beats_chance_on_sst2(pretrained_workdir, tmp_path)
   assert {line.split('\t')[1] for line in submission[1:]} <= {'0', '1'}
   scalars = read_scalars(out / 'seed_0')
   assert 'dev/dev/accuracy' in scalars and 'finetune/loss' in scalars
+
+  # A run killed after its first seed: the rerun reads that seed instead of
+  # training it again, and only a change of settings trains it anew.
+  (out / 'results.json').unlink()
+  again = _finetune(*args)
+  assert again.returncode == 0, again.stderr[-3000:]
+  assert 'seed 0: finished by an earlier run' in again.stderr
+  assert again.stdout.strip().splitlines()[-1] == last
+  assert json.loads((out / 'results.json').read_text())['seeds'] == results['seeds']
+  changed = _finetune(*args[:-1], '--config.num_seeds=1', '--config.max_train_examples=64')
+  assert 'comes from other settings; training it again' in changed.stderr, changed.stderr[-3000:]
 
 
 def test_probe_scores_each_layer_of_the_pretrained_model(pretrained_workdir, tmp_path):

@@ -451,11 +451,20 @@ def finetune(
     ' (random initialisation)' if config.random_init else '',
   )
 
+  # What makes a seed's result reusable by a rerun: the same model and settings.
+  run_key = {
+    'init': init,
+    'pretraining_step': source.step,
+    'config': json.loads(config.to_json_best_effort()),
+  }
   per_seed = {}
   with jax.set_mesh(mesh):
     programs = _programs(config, task, source, mesh, n)
     for seed in range(config.seed, config.seed + config.num_seeds):
-      per_seed[seed] = run_seed(config, task, source, data, programs, seed, workdir)
+      per_seed[seed] = _finished_seed(workdir, seed, run_key)
+      if per_seed[seed] is None:
+        per_seed[seed] = run_seed(config, task, source, data, programs, seed, workdir)
+        _write_json(_seed_file(workdir, seed), {**run_key, 'result': per_seed[seed]})
       logging.info('seed %d: %s', seed, per_seed[seed]['dev'])
   median = {
     split: {
@@ -484,9 +493,34 @@ def finetune(
     'constant_baseline': constant,
     'config': json.loads(config.to_json_best_effort()),
   }
-  with open(os.path.join(workdir, 'results.json'), 'w') as f:
-    json.dump(results, f, indent=1, default=float)
+  _write_json(os.path.join(workdir, 'results.json'), results)
   return results
+
+
+def _seed_file(workdir: str, seed: int) -> str:
+  return os.path.join(workdir, f'seed_{seed}', 'result.json')
+
+
+def _write_json(path: str, value: Any) -> None:
+  # Written whole, then renamed: a run killed mid-write leaves no half a file.
+  with open(path + '.tmp', 'w') as f:
+    json.dump(value, f, indent=1, default=float)
+  os.replace(path + '.tmp', path)
+
+
+def _finished_seed(workdir: str, seed: int, run_key: dict[str, Any]) -> dict[str, Any] | None:
+  """The result of `seed` from an earlier run of the same model and settings in
+  `workdir` (one killed before the last seed finished), or None: then it runs."""
+  path = _seed_file(workdir, seed)
+  if not os.path.exists(path):
+    return None
+  with open(path) as f:
+    saved = json.load(f)
+  if {k: saved.get(k) for k in run_key} != json.loads(json.dumps(run_key, default=float)):
+    logging.info('seed %d: %s comes from other settings; training it again', seed, path)
+    return None
+  logging.info('seed %d: finished by an earlier run, read from %s', seed, path)
+  return saved['result']
 
 
 def results_table(results: dict[str, Any]) -> str:
