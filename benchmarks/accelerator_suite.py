@@ -139,12 +139,11 @@ def _benchmark(config: str, flags: list[str], args, baseline: bool = False) -> d
     command = [
       sys.executable,
       '-m',
-      'electra_jax.benchmark',
+      'benchmarks.vs_hf' if baseline else 'electra_jax.benchmark',
       f'--config={config}',
       *flags,
       *steps,
       f'--results_json={results}',
-      *(['--baseline=hf'] if baseline else []),
     ]
     print('$', ' '.join(command), flush=True)
     done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, env=_CHILD_ENV)

@@ -1,12 +1,12 @@
 """The ELECTRA pretraining step written with HF `transformers` in PyTorch.
 
-The baseline that `python -m electra_jax.benchmark --baseline=hf` times in the
-same process. Made as fair as we can: the same generator and discriminator
-sizes, one embedding module shared by both (as ours), 15% masking with [MASK]
-at 85% of the masked positions, generator logits only at masked positions,
-Gumbel-max sampling without gradient, loss MLM + 50 x BCE, AdamW with the same
-decay mask and clipping; torch uses every core, or the GPU (bf16 autocast for
-bfloat16 configs, torch.compile where it compiles).
+The baseline that `python -m benchmarks.vs_hf` times beside ours, in the same
+process. Made as fair as we can: the same generator and discriminator sizes,
+one embedding module shared by both (as ours), 15% masking with [MASK] at 85%
+of the masked positions, generator logits only at masked positions, Gumbel-max
+sampling without gradient, loss MLM + 50 x BCE, AdamW with the same decay mask
+and clipping; torch uses every core, or the GPU (bf16 autocast for bfloat16
+configs, torch.compile where it compiles).
 """
 
 import os

@@ -18,6 +18,7 @@ warm-up steps are excluded, and the table gives the median with min and max.
 On CPU, MFU is relative to a float32 matmul peak measured in the same run.
 """
 
+from collections.abc import Callable
 import dataclasses
 import json
 import os
@@ -40,14 +41,6 @@ _CONFIG = config_flags.DEFINE_config_file(
 )
 _STEPS = flags.DEFINE_integer('steps', 20, 'Timed steps.')
 _WARMUP = flags.DEFINE_integer('warmup', 3, 'Untimed steps after compilation.')
-_BASELINE = flags.DEFINE_enum(
-  'baseline',
-  None,
-  ['hf'],
-  'Also time this baseline in the same '
-  'process (hf: benchmarks/hf_baseline.py, HF transformers in '
-  'PyTorch; run from the repository root) and print the ratio.',
-)
 _CHECKPOINT = flags.DEFINE_boolean(
   'checkpoint',
   False,
@@ -79,6 +72,7 @@ _RESULTS_JSON = flags.DEFINE_string(
   'results_json', None, "Also write the figures (and the baseline's) to this JSON file."
 )
 flags.mark_flags_as_required(['config'])
+
 
 # The special-token ids of a tokenizer trained by electra_jax.
 _SPECIAL = tokenizers.TRAINED_SPECIAL_IDS
@@ -317,24 +311,25 @@ def run_input(config, corpus: str, directory: str, seconds: float) -> dict[str, 
   return figures
 
 
-def main(argv: list[str]) -> None:
+def main(argv: list[str], baseline: Callable[..., list[float]] | None = None) -> None:
+  """The command. `baseline(config, batch, steps=, warmup=, special=)`, when given,
+  times another implementation of the step in this process on the same batch and
+  returns seconds per step; the ratio is printed (benchmarks/hf_baseline.py)."""
   del argv  # cli.run refuses words that are not flags.
   config = _CONFIG.value
   ours = run(config)
-  if _BASELINE.value == 'hf':
-    from benchmarks import hf_baseline  # pylint: disable=g-import-not-at-top
-
-    times = hf_baseline.run(
+  if baseline is not None:
+    times = baseline(
       config,
       synthetic_batch(config, np.random.default_rng(0)),
       steps=_STEPS.value,
       warmup=_WARMUP.value,
       special=_SPECIAL,
     )
-    baseline = config.batch_size * config.max_seq_length / statistics.median(times)
-    print(f'baseline tokens/s: {baseline:,.0f}')
-    print(f'ratio: {ours["tokens_per_s"] / baseline:.2f}')
-    ours['baseline_tokens_per_s'] = baseline
+    baseline_rate = config.batch_size * config.max_seq_length / statistics.median(times)
+    print(f'baseline tokens/s: {baseline_rate:,.0f}')
+    print(f'ratio: {ours["tokens_per_s"] / baseline_rate:.2f}')
+    ours['baseline_tokens_per_s'] = baseline_rate
   if _RESULTS_JSON.value:
     with open(_RESULTS_JSON.value, 'w') as f:
       json.dump(ours, f, indent=2)
