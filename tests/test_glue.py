@@ -8,7 +8,7 @@ import pytest
 from configs import tiny
 from electra_jax import config_lib
 from electra_jax.data import tokenizers
-from electra_jax.finetune import features, glue
+from electra_jax.finetune import features, glue, tasks
 from electra_jax.model import SequenceClassifier
 from tests.conftest import data_dir
 
@@ -133,7 +133,7 @@ def test_other_layouts_as_glue_ships_them(tmp_path):
 )
 def test_bad_rows_name_file_and_line(tmp_path, lines, message):
   _write(tmp_path, 'RTE', 'train.tsv', lines)
-  with pytest.raises(glue.GlueDataError, match=message):
+  with pytest.raises(tasks.TaskDataError, match=message):
     glue.read_split(glue.get_task('rte'), str(tmp_path), 'train')
 
 
@@ -145,14 +145,14 @@ def test_bad_scores_missing_files_and_unknown_tasks(tmp_path):
     ['h\th\th\th\th\th\th\th\th\th', '0\tg\tf\ty\t0\ts\ts\tA.\tB.\t7.5'],
   )
   with pytest.raises(
-    glue.GlueDataError,
+    tasks.TaskDataError,
     match=r"STS-B/train.tsv:2: score '7.5' is not a "
     r'number in \[0.0, 5.0\]',
   ):
     glue.read_split(glue.get_task('sts-b'), str(tmp_path), 'train')
-  with pytest.raises(glue.GlueDataError, match=r'CoLA/dev.tsv: no such file'):
+  with pytest.raises(tasks.TaskDataError, match=r'CoLA/dev.tsv: no such file'):
     glue.read_split(glue.get_task('cola'), str(tmp_path), 'dev')
-  with pytest.raises(glue.GlueDataError, match='--task=squad: not a GLUE task'):
+  with pytest.raises(tasks.TaskDataError, match='--task=squad: not a GLUE task'):
     glue.get_task('squad')
 
 
@@ -160,7 +160,7 @@ def test_features_follow_bert_layout():
   tokenizer = tokenizers.WordPieceTokenizer(
     str(data_dir() / 'vocab' / 'bert-base-uncased-vocab.txt')
   )
-  examples = glue.Examples(
+  examples = tasks.Examples(
     ['the cat sat on the mat', 'hi'], ['a dog', 'there'], np.array([1, 0], np.int32), ['0', '1']
   )
   f = features.encode(examples, tokenizer, max_seq_length=8)
@@ -179,7 +179,7 @@ def test_features_follow_bert_layout():
     *tokenizer.encode(['hi'])[0],
     sep,
   ]
-  single = features.encode(glue.Examples(['hello world'], None, None, ['0']), tokenizer, 8)
+  single = features.encode(tasks.Examples(['hello world'], None, None, ['0']), tokenizer, 8)
   assert single['token_type_ids'].sum() == 0 and single['attention_mask'].sum() == 4
 
 
@@ -214,11 +214,11 @@ def test_trimmed_padding_changes_no_output():
 
 def test_submission_files(tmp_path):
   path = tmp_path / 'RTE.tsv'
-  glue.write_submission(glue.get_task('rte'), str(path), ['0', '1'], np.array([1, 0]))
+  tasks.write_submission(glue.get_task('rte'), str(path), ['0', '1'], np.array([1, 0]))
   assert path.read_text() == 'index\tprediction\n0\tnot_entailment\n1\tentailment\n'
-  glue.write_submission(glue.get_task('sts-b'), str(path), ['5'], np.array([3.14159]))
+  tasks.write_submission(glue.get_task('sts-b'), str(path), ['5'], np.array([3.14159]))
   assert path.read_text() == 'index\tprediction\n5\t3.142\n'
-  scores = glue.score(glue.get_task('mrpc'), np.array([1, 0, 1]), np.array([1, 1, 1]))
+  scores = tasks.score(glue.get_task('mrpc'), np.array([1, 0, 1]), np.array([1, 1, 1]))
   assert scores == {'f1': pytest.approx(0.8), 'accuracy': pytest.approx(2 / 3)}
 
 
@@ -237,14 +237,14 @@ def test_submission_files(tmp_path):
 def test_constant_baseline_on_the_real_tasks(task, answer, dev_scores):
   t = glue.get_task(task)
   train, dev = (glue.read_split(t, _glue(), split) for split in ('train', 'dev'))
-  constant = glue.constant_answer(t, train.labels)
-  assert glue.answer_name(t, constant) == answer
-  assert glue.score(t, dev.labels, np.full(len(dev), constant)) == pytest.approx(dev_scores)
+  constant = tasks.constant_answer(t, train.labels)
+  assert tasks.answer_name(t, constant) == answer
+  assert tasks.score(t, dev.labels, np.full(len(dev), constant)) == pytest.approx(dev_scores)
 
 
 def test_constant_answer_ties_and_regression():
-  assert glue.constant_answer(glue.get_task('rte'), np.array([1, 0, 0, 1])) == 0
-  assert glue.constant_answer(glue.get_task('mnli'), np.array([2, 2, 1])) == 2
+  assert tasks.constant_answer(glue.get_task('rte'), np.array([1, 0, 0, 1])) == 0
+  assert tasks.constant_answer(glue.get_task('mnli'), np.array([2, 2, 1])) == 2
   sts = glue.get_task('sts-b')
-  mean = glue.constant_answer(sts, np.array([1.0, 2.0, 4.5], np.float32))
-  assert mean == pytest.approx(2.5) and glue.answer_name(sts, mean) == '2.500'
+  mean = tasks.constant_answer(sts, np.array([1.0, 2.0, 4.5], np.float32))
+  assert mean == pytest.approx(2.5) and tasks.answer_name(sts, mean) == '2.500'

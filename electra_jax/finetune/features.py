@@ -11,7 +11,7 @@ sentences are mostly far shorter than 128 tokens.
 import numpy as np
 
 from electra_jax.data.tokenizers import Tokenizer
-from electra_jax.finetune.glue import Examples
+from electra_jax.finetune.tasks import Examples
 
 Features = dict[str, np.ndarray]
 

@@ -13,11 +13,7 @@ import os
 
 import numpy as np
 
-from electra_jax import errors, scores
-
-
-class GlueDataError(errors.UserError):
-  """A task file is missing or malformed; the message names file and line."""
+from electra_jax.finetune import tasks
 
 
 @dataclasses.dataclass(frozen=True)
@@ -30,111 +26,95 @@ class Columns:
   header: bool  # Whether the first line is a header.
 
 
-@dataclasses.dataclass(frozen=True)
-class Task:
-  name: str  # As --task takes it, lower case.
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class GlueTask(tasks.Task):
+  """A GLUE task and where its fields are in the files GLUE ships."""
+
   folder: str  # The task's folder in GLUE's layout.
-  labels: tuple[str, ...] | None  # Label strings in id order; None: regression.
-  metrics: tuple[str, ...]  # The first is the task's main metric.
   labelled: Columns  # train and dev files.
   test: Columns
-  dev_splits: tuple[str, ...] = ('dev',)
-  # Test file name -> GLUE submission file name.
-  test_splits: tuple[tuple[str, str], ...] = ()
-  # The two texts are interchangeable (paraphrase, similarity): the released
-  # code also trains on each pair swapped (config double_unordered).
-  symmetric: bool = False
-  score_range: tuple[float, float] = (0.0, 5.0)  # Regression targets (STS-B).
-
-  @property
-  def is_regression(self) -> bool:
-    return self.labels is None
-
-  @property
-  def num_outputs(self) -> int:
-    return 1 if self.labels is None else len(self.labels)
 
 
 def _pair(a, b, label, test_a, test_b, header=True):
   return dict(labelled=Columns(a, b, label, header), test=Columns(test_a, test_b, None, True))
 
 
-TASKS: dict[str, Task] = {
+TASKS: dict[str, GlueTask] = {
   task.name: task
   for task in (
-    Task(
+    GlueTask(
       'cola',
-      'CoLA',
       ('0', '1'),
       ('mcc',),
+      folder='CoLA',
       labelled=Columns(3, None, 1, header=False),
       test=Columns(1, None, None, header=True),
       test_splits=(('test', 'CoLA'),),
     ),
-    Task(
+    GlueTask(
       'sst-2',
-      'SST-2',
       ('0', '1'),
       ('accuracy',),
+      folder='SST-2',
       **_pair(0, None, 1, 1, None),
       test_splits=(('test', 'SST-2'),),
     ),
-    Task(
+    GlueTask(
       'mrpc',
-      'MRPC',
       ('0', '1'),
       ('f1', 'accuracy'),
+      folder='MRPC',
       **_pair(3, 4, 0, 3, 4),
       test_splits=(('test', 'MRPC'),),
       symmetric=True,
     ),
-    Task(
+    GlueTask(
       'sts-b',
-      'STS-B',
       None,
       ('pearson', 'spearman'),
+      folder='STS-B',
       **_pair(-3, -2, -1, -2, -1),
       test_splits=(('test', 'STS-B'),),
       symmetric=True,
     ),
-    Task(
+    GlueTask(
       'qqp',
-      'QQP',
       ('0', '1'),
       ('f1', 'accuracy'),
+      folder='QQP',
       **_pair(3, 4, 5, 1, 2),
       test_splits=(('test', 'QQP'),),
     ),
-    Task(
+    GlueTask(
       'mnli',
-      'MNLI',
       ('contradiction', 'entailment', 'neutral'),
       ('accuracy',),
+      folder='MNLI',
       **_pair(8, 9, -1, 8, 9),
       dev_splits=('dev_matched', 'dev_mismatched'),
       test_splits=(('test_matched', 'MNLI-m'), ('test_mismatched', 'MNLI-mm')),
     ),
-    Task(
+    GlueTask(
       'qnli',
-      'QNLI',
       ('entailment', 'not_entailment'),
       ('accuracy',),
+      folder='QNLI',
       **_pair(1, 2, 3, 1, 2),
       test_splits=(('test', 'QNLI'),),
     ),
-    Task(
+    GlueTask(
       'rte',
-      'RTE',
       ('entailment', 'not_entailment'),
       ('accuracy',),
+      folder='RTE',
       **_pair(1, 2, 3, 1, 2),
       test_splits=(('test', 'RTE'),),
     ),
-    Task(
+    GlueTask(
       'wnli',
-      'WNLI',
       ('0', '1'),
       ('accuracy',),
+      folder='WNLI',
       **_pair(1, 2, 3, 1, 2),
       test_splits=(('test', 'WNLI'),),
     ),
@@ -144,30 +124,17 @@ TASKS: dict[str, Task] = {
 _ALIASES = {'sst2': 'sst-2', 'sst': 'sst-2', 'stsb': 'sts-b', 'sts': 'sts-b'}
 
 
-def get_task(name: str) -> Task:
+def get_task(name: str) -> GlueTask:
   key = name.lower()
   key = _ALIASES.get(key, key)
   if key not in TASKS:
-    raise GlueDataError(f'--task={name}: not a GLUE task; choose one of {", ".join(TASKS)}')
+    raise tasks.TaskDataError(f'--task={name}: not a GLUE task; choose one of {", ".join(TASKS)}')
   return TASKS[key]
-
-
-@dataclasses.dataclass
-class Examples:
-  """One split of a task: texts, labels (ids, or floats for regression) and row ids."""
-
-  text_a: list[str]
-  text_b: list[str] | None
-  labels: np.ndarray | None  # int32 label ids or float32 scores; None for test.
-  ids: list[str]  # The test files' index column, used in submissions.
-
-  def __len__(self) -> int:
-    return len(self.text_a)
 
 
 def _read_rows(path: str) -> list[list[str]]:
   if not os.path.exists(path):
-    raise GlueDataError(
+    raise tasks.TaskDataError(
       f'{path}: no such file; --glue_dir must hold the task folders as GLUE '
       'ships them (e.g. glue_data/CoLA/train.tsv)'
     )
@@ -176,10 +143,10 @@ def _read_rows(path: str) -> list[list[str]]:
       # GLUE's files are not quoted: a '"' is part of the text.
       return list(csv.reader(f, delimiter='\t', quoting=csv.QUOTE_NONE))
   except UnicodeDecodeError as e:
-    raise GlueDataError(f'{path}: not UTF-8 ({e}); GLUE files are UTF-8 text') from None
+    raise tasks.TaskDataError(f'{path}: not UTF-8 ({e}); GLUE files are UTF-8 text') from None
 
 
-def read_split(task: Task, glue_dir: str, split: str) -> Examples:
+def read_split(task: GlueTask, glue_dir: str, split: str) -> tasks.Examples:
   """Reads `split` (train, dev, dev_matched, test, ...) of `task` from glue_dir."""
   path = os.path.join(glue_dir, task.folder, f'{split}.tsv')
   columns = task.test if split.startswith('test') else task.labelled
@@ -193,7 +160,7 @@ def read_split(task: Task, glue_dir: str, split: str) -> Examples:
     if not row:
       continue  # A trailing empty line.
     if len(row) < needed:
-      raise GlueDataError(
+      raise tasks.TaskDataError(
         f'{path}:{line}: {len(row)} tab-separated fields, but {task.name} '
         f'needs at least {needed}; the row is malformed (a tab inside a '
         'text, or a truncated line)'
@@ -205,9 +172,9 @@ def read_split(task: Task, glue_dir: str, split: str) -> Examples:
     if columns.label is not None:
       labels.append(_label(task, row[columns.label], path, line))
   if not text_a:
-    raise GlueDataError(f'{path}: no examples; the file is empty')
+    raise tasks.TaskDataError(f'{path}: no examples; the file is empty')
   dtype = np.float32 if task.is_regression else np.int32
-  return Examples(
+  return tasks.Examples(
     text_a,
     text_b if columns.text_b is not None else None,
     np.asarray(labels, dtype) if columns.label is not None else None,
@@ -215,7 +182,7 @@ def read_split(task: Task, glue_dir: str, split: str) -> Examples:
   )
 
 
-def _label(task: Task, value: str, path: str, line: int) -> float | int:
+def _label(task: GlueTask, value: str, path: str, line: int) -> float | int:
   if task.is_regression:
     low, high = task.score_range
     try:
@@ -223,43 +190,12 @@ def _label(task: Task, value: str, path: str, line: int) -> float | int:
     except ValueError:
       number = float('nan')
     if not low <= number <= high:
-      raise GlueDataError(f'{path}:{line}: score {value!r} is not a number in [{low}, {high}]')
+      raise tasks.TaskDataError(
+        f'{path}:{line}: score {value!r} is not a number in [{low}, {high}]'
+      )
     return number
   if value not in task.labels:
-    raise GlueDataError(
+    raise tasks.TaskDataError(
       f"{path}:{line}: label {value!r} is not one of {task.name}'s labels {list(task.labels)}"
     )
   return task.labels.index(value)
-
-
-def score(task: Task, labels: np.ndarray, predictions: np.ndarray) -> dict[str, float]:
-  """The task's metrics; predictions are label ids, or scores for regression."""
-  functions = {
-    'accuracy': scores.accuracy,
-    'f1': scores.f1,
-    'mcc': scores.matthews_corrcoef,
-    'pearson': scores.pearson,
-    'spearman': scores.spearman,
-  }
-  return {name: functions[name](labels, predictions) for name in task.metrics}
-
-
-def constant_answer(task: Task, train_labels: np.ndarray) -> int | float:
-  """The answer a model that ignores its input would give: the most frequent training
-  label id (the smallest on a tie), or for regression the mean training score."""
-  if task.is_regression:
-    return float(np.mean(train_labels))
-  return int(np.argmax(np.bincount(train_labels, minlength=task.num_outputs)))
-
-
-def answer_name(task: Task, answer: int | float) -> str:
-  """How GLUE spells a prediction: the label string, or the score to 3 decimals."""
-  return f'{float(answer):.3f}' if task.is_regression else task.labels[int(answer)]
-
-
-def write_submission(task: Task, path: str, ids: list[str], predictions: np.ndarray) -> None:
-  """A GLUE leaderboard file: `index<TAB>prediction`, labels as GLUE spells them."""
-  with open(path, 'w', encoding='utf-8') as f:
-    f.write('index\tprediction\n')
-    for row_id, prediction in zip(ids, predictions, strict=True):
-      f.write(f'{row_id}\t{answer_name(task, prediction)}\n')

@@ -27,7 +27,7 @@ import numpy as np
 
 from electra_jax import model, sharding
 from electra_jax.config_lib import EncoderConfig
-from electra_jax.finetune import features, glue
+from electra_jax.finetune import features, glue, tasks
 from electra_jax.finetune import train as finetune_train
 
 POOLINGS = ('cls', 'mean')
@@ -89,7 +89,7 @@ def fit_ridge(
   return RidgeProbe(mean, scale, weights, bias, float(penalties[best]), np.array(loo_errors))
 
 
-def _ridge_targets(task: glue.Task, labels: np.ndarray) -> np.ndarray:
+def _ridge_targets(task: tasks.Task, labels: np.ndarray) -> np.ndarray:
   """Fine-tuning's targets as columns: one-hot classes, or the scaled score;
   finetune_train.task_predictions reads the probe's outputs back."""
   targets = finetune_train.task_targets(task, labels)
@@ -192,7 +192,7 @@ def probe(
         task, fitted.predict(feats[split][:, layer, p])
       )
       dev = {
-        split: glue.score(task, labels, predict(split)) for split, (_, labels) in data.dev.items()
+        split: tasks.score(task, labels, predict(split)) for split, (_, labels) in data.dev.items()
       }
       probes.append({'layer': layer, 'pooling': pooling, 'penalty': fitted.penalty, 'dev': dev})
   return {

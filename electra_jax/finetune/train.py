@@ -25,7 +25,7 @@ import optax
 
 from configs import finetune as finetune_configs
 from electra_jax import config_lib, errors, metric_writer, optim, pretrained, sharding
-from electra_jax.finetune import features, glue
+from electra_jax.finetune import features, glue, tasks
 from electra_jax.model import SequenceClassifier
 
 Features = features.Features
@@ -68,7 +68,7 @@ def validate(config: ml_collections.ConfigDict) -> None:
     config_lib.require(ok, key, f'{message}, got {config[key]!r}')
 
 
-def epochs_for(config: ml_collections.ConfigDict, task: glue.Task) -> float:
+def epochs_for(config: ml_collections.ConfigDict, task: tasks.Task) -> float:
   if config.num_train_epochs is not None:
     return config.num_train_epochs
   return config.task_epochs.get(task.name, config.default_epochs)
@@ -123,7 +123,7 @@ class TaskData:
 
 
 def load_task_data(
-  task: glue.Task, glue_dir: str, tokenizer, config, *, with_test: bool = True
+  task: tasks.Task, glue_dir: str, tokenizer, config, *, with_test: bool = True
 ) -> TaskData:
   """Reads and encodes the task's splits; a missing test file only skips predictions."""
   encode = lambda examples, swap=False: features.encode(
@@ -135,7 +135,7 @@ def load_task_data(
     keep = np.sort(
       np.random.default_rng(config.seed).permutation(len(train))[: config.max_train_examples]
     )
-    train = glue.Examples(
+    train = tasks.Examples(
       [train.text_a[i] for i in keep],
       None if train.text_b is None else [train.text_b[i] for i in keep],
       train.labels[keep],
@@ -164,7 +164,7 @@ def load_task_data(
 # --- Model and state --------------------------------------------------------------------
 
 
-def task_targets(task: glue.Task, labels: np.ndarray) -> np.ndarray:
+def task_targets(task: tasks.Task, labels: np.ndarray) -> np.ndarray:
   """Class ids, or regression scores scaled to [0, 1] as the released code does."""
   if not task.is_regression:
     return labels.astype(np.int32)
@@ -172,7 +172,7 @@ def task_targets(task: glue.Task, labels: np.ndarray) -> np.ndarray:
   return ((labels - low) / (high - low)).astype(np.float32)
 
 
-def task_predictions(task: glue.Task, outputs: np.ndarray) -> np.ndarray:
+def task_predictions(task: tasks.Task, outputs: np.ndarray) -> np.ndarray:
   """Label ids, or scores on the task's scale, from the outputs of a model trained on
   task_targets."""
   if not task.is_regression:
@@ -181,7 +181,7 @@ def task_predictions(task: glue.Task, outputs: np.ndarray) -> np.ndarray:
   return outputs[:, 0] * (high - low) + low
 
 
-def task_loss(task: glue.Task, outputs: jax.Array, targets: jax.Array) -> jax.Array:
+def task_loss(task: tasks.Task, outputs: jax.Array, targets: jax.Array) -> jax.Array:
   """Mean cross-entropy, or mean squared error for regression, in float32."""
   if task.is_regression:
     return jnp.mean(jnp.square(outputs[:, 0] - targets))
@@ -204,7 +204,7 @@ class _Programs:
 
 
 def _programs(
-  config, task: glue.Task, source: pretrained.Pretrained, mesh, num_train: int
+  config, task: tasks.Task, source: pretrained.Pretrained, mesh, num_train: int
 ) -> _Programs:
   model = SequenceClassifier(
     source.discriminator_cfg, task.num_outputs, config.model.head_dropout_rate
@@ -251,7 +251,7 @@ def _init_params(config, programs: _Programs, source: pretrained.Pretrained, see
 # --- Steps --------------------------------------------------------------------------------
 
 
-def _compile_steps(config, task: glue.Task, programs: _Programs, opt_shardings: Any) -> None:
+def _compile_steps(config, task: tasks.Task, programs: _Programs, opt_shardings: Any) -> None:
   model, tx, rules = programs.model, programs.tx, config.mesh.logical_axis_rules
   replicated = NamedSharding(programs.batch_sharding.mesh, PartitionSpec())
 
@@ -331,7 +331,7 @@ def predict_outputs(
 
 def run_seed(
   config,
-  task: glue.Task,
+  task: tasks.Task,
   source: pretrained.Pretrained,
   data: TaskData,
   programs: _Programs,
@@ -361,7 +361,7 @@ def run_seed(
 
   def evaluate() -> dict[str, dict[str, float]]:
     return {
-      split: glue.score(task, labels, task_predictions(task, outputs(feats)))
+      split: tasks.score(task, labels, task_predictions(task, outputs(feats)))
       for split, (feats, labels) in data.dev.items()
     }
 
@@ -404,7 +404,7 @@ def run_seed(
   for split, submission_name in task.test_splits:
     if split in data.test:
       feats, ids = data.test[split]
-      glue.write_submission(
+      tasks.write_submission(
         task,
         os.path.join(out_dir, f'{submission_name}.tsv'),
         ids,
@@ -475,11 +475,11 @@ def finetune(
   }
   # The line a model must clear to have learned anything from its input: on a task
   # as skewed as CoLA or MRPC, the majority label already scores MCC 0 or F1 0.81.
-  answer = glue.constant_answer(task, data.train_labels)
+  answer = tasks.constant_answer(task, data.train_labels)
   constant = {
-    'answer': glue.answer_name(task, answer),
+    'answer': tasks.answer_name(task, answer),
     'dev': {
-      split: glue.score(task, labels, np.full(len(labels), answer))
+      split: tasks.score(task, labels, np.full(len(labels), answer))
       for split, (_, labels) in data.dev.items()
     },
   }
