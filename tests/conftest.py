@@ -12,6 +12,18 @@ import pytest
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
+# The tests are bound by compiling on a CPU, and LLVM's optimisations take half
+# of each compile while the tiny steps they speed up take milliseconds. Inherited
+# by the xdist workers and the CLI subprocesses (see xla_flags for the others).
+_NO_LLVM_OPT = '--xla_backend_optimization_level=0'
+os.environ['XLA_FLAGS'] = f'{os.environ.get("XLA_FLAGS", "")} {_NO_LLVM_OPT}'.strip()
+
+
+def xla_flags(devices: int) -> str:
+  """XLA_FLAGS for a subprocess that simulates `devices` CPU devices."""
+  return f'--xla_force_host_platform_device_count={devices} {_NO_LLVM_OPT}'
+
+
 # One persistent compilation cache for the whole session, inherited by the
 # xdist workers and the CLI subprocesses: a test's later runs of the same config
 # skip compilation. The process that made it removes it on exit.

@@ -11,7 +11,7 @@ import jax
 import pytest
 
 from electra_jax import aot
-from tests.conftest import REPO, require
+from tests.conftest import REPO, require, xla_flags
 
 
 @pytest.mark.parametrize(
@@ -195,8 +195,8 @@ def _finish(process: subprocess.Popen) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope='module')
 def compiles() -> dict[str, subprocess.CompletedProcess]:
-  """The TPU compiles of this module, started together: libtpu must allow several at once.
-  Each takes under a minute on 2 cores; base is in the heavy test below."""
+  """Two TPU compiles, started together: libtpu must allow several at once. They
+  take two minutes on 2 cores, so the tests that read them are heavy."""
   require('libtpu')
   args = {
     'small_v5e_8': ['--config=configs/small.py', '--topology=v5e-8'],
@@ -223,6 +223,7 @@ def _check_fits(result: subprocess.CompletedProcess, header: str) -> None:
   assert lines[-1] == 'fits'
 
 
+@pytest.mark.heavy
 def test_small_compiles_and_fits_on_v5e_8(compiles):
   _check_fits(compiles['small_v5e_8'], 'v5e-8 (v5e:2x4, 8 chips, 16 GiB HBM each); batch 128 x 128')
 
@@ -241,6 +242,7 @@ def test_base_compiles_and_fits_on_v4_8():
   _check_fits(result, 'v4-8 (v4:2x2x1, 4 chips, 32 GiB HBM each); batch 256 x 512')
 
 
+@pytest.mark.heavy
 def test_a_step_that_cannot_fit_is_reported(compiles):
   result = compiles['small_v5e_1_batch_16384']
   assert result.returncode == 2
@@ -255,7 +257,7 @@ def _local_aot(*args: str) -> subprocess.CompletedProcess:
   env = {
     **os.environ,
     'JAX_PLATFORMS': 'cpu',
-    'XLA_FLAGS': '--xla_force_host_platform_device_count=8',
+    'XLA_FLAGS': xla_flags(8),
   }
   return subprocess.run(
     [
