@@ -1,6 +1,6 @@
-"""Linear probes of a frozen discriminator's layers on a GLUE task.
+"""Linear probes of a frozen discriminator's layers on a fine-tuning task.
 
-  python -m electra_jax.probe --task=sst-2 --glue_dir=GLUE --init=WORKDIR_OR_HF_DIR \
+  python -m electra_jax.probe --task=sst-2 --data_dir=GLUE --init=WORKDIR_OR_HF_DIR \
       [--config.random_init=True] [--config.max_train_examples=N] [--output=ridge_probes.json]
 
 Prints one row per layer (the embeddings, then each layer's output) with the
@@ -13,7 +13,7 @@ import json
 from absl import flags
 
 from electra_jax import cli
-from electra_jax.finetune import glue, ridge_probes, task_flags
+from electra_jax.finetune import ridge_probes, task_flags
 
 _FLAGS = task_flags.define_task_flags(
   'configs/finetune.py[:small|base|large]: its data settings and random_init.'
@@ -23,14 +23,13 @@ _OUTPUT = flags.DEFINE_string('output', None, 'Also write the results to this JS
 
 def main(argv: list[str]) -> None:
   del argv  # cli.run refuses words that are not flags.
-  results = ridge_probes.probe(
-    _FLAGS.config.value, _FLAGS.task.value, _FLAGS.glue_dir.value, _FLAGS.init.value
-  )
+  files = _FLAGS.task_files()
+  results = ridge_probes.probe(_FLAGS.config.value, files, _FLAGS.init.value)
   if _OUTPUT.value:
     with open(_OUTPUT.value, 'w') as f:
       json.dump(results, f, indent=1)
   print(ridge_probes.results_table(results))
-  task = glue.get_task(results['task'])
+  task = files.task
   split, metric = task.dev_splits[0], task.metrics[0]  # The task's main figure.
   best = max(results['probes'], key=lambda r: r['dev'][split][metric])
   layer = 'embeddings' if best['layer'] == 0 else f'layer {best["layer"]}'

@@ -3,7 +3,8 @@
 Plain numpy, computed over a whole evaluation set at once (never averaged
 over batches), with the definitions GLUE uses: Matthews correlation for
 CoLA, F1 of the positive class for MRPC and QQP, Pearson and Spearman
-correlation for STS-B, accuracy elsewhere.
+correlation for STS-B, accuracy elsewhere; and macro-averaged F1 for the
+user's own classification tasks.
 """
 
 import numpy as np
@@ -28,6 +29,18 @@ def f1(labels: np.ndarray, predictions: np.ndarray) -> float:
   """F1 of the positive class (label 1); 0 when nothing is predicted or present."""
   tp, fp, fn, _ = _confusion(labels, predictions)
   return 2 * tp / (2 * tp + fp + fn) if tp else 0.0
+
+
+def macro_f1(labels: np.ndarray, predictions: np.ndarray) -> float:
+  """The unweighted mean of each class's F1 over the classes that occur in the
+  labels or the predictions (scikit-learn's average='macro')."""
+  labels, predictions = np.asarray(labels), np.asarray(predictions)
+  per_class = []
+  for c in np.union1d(labels, predictions):
+    tp = np.sum((labels == c) & (predictions == c))
+    wrong = np.sum((labels == c) != (predictions == c))  # False positives and negatives.
+    per_class.append(2 * tp / (2 * tp + wrong))
+  return float(np.mean(per_class))
 
 
 def matthews_corrcoef(labels: np.ndarray, predictions: np.ndarray) -> float:

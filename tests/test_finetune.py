@@ -156,6 +156,44 @@ def test_finetuned_tiny_model_beats_chance_on_sst2(pretrained_workdir, tmp_path)
   assert 'comes from other settings; training it again' in changed.stderr, changed.stderr[-3000:]
 
 
+def test_sst2_as_the_users_own_files_trains_exactly_as_glues_task(pretrained_workdir, tmp_path):
+  sst2 = data_dir() / 'glue' / 'SST-2'
+  common = (
+    f'--init={pretrained_workdir}',
+    '--config.max_train_examples=256',
+    '--config.num_train_epochs=1',
+    '--config.max_seq_length=32',
+    '--config.num_seeds=1',
+  )
+  glue_run = _finetune(
+    '--task=sst-2', f'--data_dir={sst2.parent}', f'--workdir={tmp_path / "glue"}', *common
+  )
+  assert glue_run.returncode == 0, glue_run.stderr[-3000:]
+  # The same files, named one by one and read by their column names.
+  csv_run = _finetune(
+    '--task=csv',
+    *(f'--{split}_file={sst2 / split}.tsv' for split in ('train', 'dev', 'test')),
+    '--text_column=sentence',
+    '--id_column=index',
+    f'--workdir={tmp_path / "csv"}',
+    *common,
+  )
+  assert csv_run.returncode == 0, csv_run.stderr[-3000:]
+  glue_result, csv_result = (
+    json.loads((tmp_path / name / 'results.json').read_text()) for name in ('glue', 'csv')
+  )
+  assert csv_result['task'] == 'csv' and csv_result['data']['dev'] == f'{sst2}/dev.tsv'
+  dev = csv_result['seeds']['0']['dev']['dev']
+  assert dev['accuracy'] == glue_result['seeds']['0']['dev']['dev']['accuracy']
+  assert 0 < dev['macro_f1'] <= 1
+  assert (
+    csv_run.stdout.strip().splitlines()[-1].startswith('csv dev, median of 1 seeds: dev accuracy=')
+  )
+  # Test predictions keep the file's ids and spell labels as the file does.
+  predictions = (tmp_path / 'csv' / 'seed_0' / 'predictions.tsv').read_text()
+  assert predictions == (tmp_path / 'glue' / 'seed_0' / 'SST-2.tsv').read_text()
+
+
 def test_probe_scores_each_layer_of_the_pretrained_model(pretrained_workdir, tmp_path):
   out = tmp_path / 'probe.json'
   result = _run(
@@ -204,6 +242,20 @@ def test_bad_inputs_get_one_clear_line(colab_run, pretrained_workdir, tmp_path):
   result = _finetune('--task=cola', f'--glue_dir={glue_dir}', *common)
   assert result.returncode == 2
   assert f'error: {glue_dir}/CoLA/train.tsv: no such file' in result.stderr
+  result = _finetune('--task=cola', f'--data_dir={glue_dir}', '--text_column=sentence', *common)
+  assert result.returncode == 2
+  assert result.stderr.strip().splitlines()[-1] == (
+    "error: --text_column: only --task=csv reads columns by name; --task=cola reads GLUE's layout"
+  )
+  result = _finetune('--task=mnli', '--dev_file=dev.tsv', *common)
+  assert result.returncode == 2
+  assert 'error: --dev_file: mnli has 2 dev files (dev_matched, dev_mismatched)' in result.stderr
+  (tmp_path / 'reviews.tsv').write_text('text\tlabel\ngood\t1\nbad\t0\n')
+  result = _finetune('--task=csv', f'--train_file={tmp_path / "reviews.tsv"}', *common)
+  assert result.returncode == 2
+  assert result.stderr.strip().splitlines()[-1] == (
+    'error: --task=csv needs a dev file: name it with --dev_file, or give --data_dir holding dev.tsv'
+  )
 
   # A model whose vocabulary is not its tokenizer's: an HF directory with a
   # vocab.txt of 1,000 entries beside a 30,522-row embedding table.

@@ -1,4 +1,4 @@
-"""GLUE metrics and ROC AUC against hand-computed values and scipy."""
+"""GLUE metrics, macro F1 and ROC AUC against hand-computed values and scipy."""
 
 import math
 
@@ -28,6 +28,22 @@ def test_degenerate_binary_cases():
   assert scores.matthews_corrcoef(np.array([0, 1, 1]), np.array([0, 1, 1])) == 1.0
   assert scores.matthews_corrcoef(np.array([0, 1, 1]), np.array([1, 0, 0])) == -1.0
   assert scores.f1(np.zeros(4, int), np.zeros(4, int)) == 0.0
+
+
+def test_macro_f1_by_hand():
+  # Class 0: tp=1, fp=1, fn=1 -> 1/2. Class 1: tp=2, fp=0, fn=1 -> 4/5.
+  # Class 2: tp=0, fp=1, fn=0 -> 0 (predicted only). Class 3 occurs nowhere.
+  labels = np.array([0, 0, 1, 1, 1])
+  predictions = np.array([0, 2, 1, 1, 0])
+  assert scores.macro_f1(labels, predictions) == pytest.approx((1 / 2 + 4 / 5 + 0) / 3)
+  # On two classes it is the mean of both classes' F1, not the positive one's.
+  labels, predictions = (
+    np.array([1, 1, 1, 1, 1, 0, 0, 0, 0, 0]),
+    np.array([1, 1, 1, 0, 0, 1] + [0] * 4),
+  )
+  f1_1, f1_0 = 2 * 3 / (2 * 3 + 3), 2 * 4 / (2 * 4 + 3)
+  assert scores.macro_f1(labels, predictions) == pytest.approx((f1_1 + f1_0) / 2)
+  assert scores.macro_f1(np.array([2, 2]), np.array([2, 2])) == 1.0
 
 
 def test_correlations_match_scipy_with_ties():

@@ -135,8 +135,9 @@ def get_task(name: str) -> GlueTask:
 def _read_rows(path: str) -> list[list[str]]:
   if not os.path.exists(path):
     raise tasks.TaskDataError(
-      f'{path}: no such file; --glue_dir must hold the task folders as GLUE '
-      'ships them (e.g. glue_data/CoLA/train.tsv)'
+      f'{path}: no such file; --data_dir must hold the task folders as GLUE '
+      'ships them (e.g. glue_data/CoLA/train.tsv), or name the file with --train_file, '
+      '--dev_file or --test_file'
     )
   try:
     with open(path, encoding='utf-8-sig', newline='') as f:  # MRPC starts with a BOM.
@@ -146,9 +147,38 @@ def _read_rows(path: str) -> list[list[str]]:
     raise tasks.TaskDataError(f'{path}: not UTF-8 ({e}); GLUE files are UTF-8 text') from None
 
 
+def task_files(task: GlueTask, glue_dir: str | None, files: dict[str, str]) -> tasks.TaskFiles:
+  """The task's splits in glue_dir's layout, with `files` ('train', 'dev', 'test')
+  naming other files."""
+  for kind, splits in (('dev', task.dev_splits), ('test', [s for s, _ in task.test_splits])):
+    if kind in files and len(splits) > 1:
+      raise tasks.TaskDataError(
+        f'--{kind}_file: {task.name} has {len(splits)} {kind} files ({", ".join(splits)}); '
+        f'put them in --data_dir as {task.folder}/{splits[0]}.tsv, ...'
+      )
+  splits = ['train', *task.dev_splits, *(split for split, _ in task.test_splits)]
+  paths = {}
+  for split in splits:
+    kind = 'test' if split.startswith('test') else 'dev' if split.startswith('dev') else 'train'
+    if kind in files:
+      paths[split] = files[kind]
+    elif glue_dir is None:
+      raise tasks.TaskDataError(
+        f'--data_dir: not given, and no --{kind}_file either; give the folder that holds '
+        f'{task.folder}/{split}.tsv'
+      )
+    else:
+      paths[split] = os.path.join(glue_dir, task.folder, f'{split}.tsv')
+  return tasks.TaskFiles(task, paths, lambda split, path: read_file(task, split, path))
+
+
 def read_split(task: GlueTask, glue_dir: str, split: str) -> tasks.Examples:
   """Reads `split` (train, dev, dev_matched, test, ...) of `task` from glue_dir."""
-  path = os.path.join(glue_dir, task.folder, f'{split}.tsv')
+  return read_file(task, split, os.path.join(glue_dir, task.folder, f'{split}.tsv'))
+
+
+def read_file(task: GlueTask, split: str, path: str) -> tasks.Examples:
+  """Reads the file of `split` (train, dev, dev_matched, test, ...) of `task`."""
   columns = task.test if split.startswith('test') else task.labelled
   rows = _read_rows(path)
   first = 1 if columns.header else 0

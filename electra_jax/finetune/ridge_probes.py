@@ -27,7 +27,7 @@ import numpy as np
 
 from electra_jax import model, sharding
 from electra_jax.config_lib import EncoderConfig
-from electra_jax.finetune import features, glue, tasks
+from electra_jax.finetune import features, tasks
 from electra_jax.finetune import train as finetune_train
 
 POOLINGS = ('cls', 'mean')
@@ -159,16 +159,14 @@ def layer_features(
 # --- The probes ------------------------------------------------------------------------------
 
 
-def probe(
-  config: ml_collections.ConfigDict, task_name: str, glue_dir: str, init: str
-) -> dict[str, Any]:
+def probe(config: ml_collections.ConfigDict, files: tasks.TaskFiles, init: str) -> dict[str, Any]:
   """Dev metrics of a ridge probe per layer and pooling: results['probes'] is a
   list of {layer, pooling, penalty, dev: {split: {metric: value}}}, layer 0
   being the embeddings."""
   finetune_train.validate(config)
-  task = glue.get_task(task_name)
+  task = files.task
   source = finetune_train.load_source(config, init)
-  data = finetune_train.load_task_data(task, glue_dir, source.tokenizer, config, with_test=False)
+  data = finetune_train.load_task_data(files, source.tokenizer, config, with_test=False)
   logging.info(
     '%s: %d training examples, from %s%s',
     task.name,

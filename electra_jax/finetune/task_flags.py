@@ -1,5 +1,5 @@
-"""The flags that the GLUE commands (finetune, probe) share: the config, the task
-and the model."""
+"""The flags that the fine-tuning commands (finetune, probe) share: the config, the
+task, its files and the model."""
 
 import dataclasses
 import os
@@ -7,29 +7,79 @@ import os
 from absl import flags
 from ml_collections import config_flags
 
-from electra_jax.finetune import glue
+from electra_jax.finetune import glue, tasks, user_files
 
 _DEFAULT_CONFIG = os.path.join(os.path.dirname(__file__), '..', '..', 'configs', 'finetune.py')
+# Flags that only --task=csv reads.
+_CSV_ONLY = ('text_column', 'text_pair_column', 'label_column', 'id_column')
 
 
 @dataclasses.dataclass(frozen=True)
 class TaskFlags:
   config: flags.FlagHolder
   task: flags.FlagHolder
-  glue_dir: flags.FlagHolder
+  data_dir: flags.FlagHolder
+  files: dict[str, flags.FlagHolder]  # 'train', 'dev', 'test' -> --*_file.
+  columns: dict[str, flags.FlagHolder]  # user_files.Columns' fields -> --*_column.
   init: flags.FlagHolder
+
+  def task_files(self) -> tasks.TaskFiles:
+    """The task the flags name, and its files."""
+    files = {split: holder.value for split, holder in self.files.items() if holder.value}
+    if self.task.value.lower() == 'csv':
+      columns = user_files.Columns(**{k: v.value for k, v in self.columns.items()})
+      return user_files.task_files(self.data_dir.value, files, columns)
+    given = [f'--{name}' for name in _CSV_ONLY if flags.FLAGS[name].present]
+    if given:
+      raise tasks.TaskDataError(
+        f'{", ".join(given)}: only --task=csv reads columns by name; '
+        f"--task={self.task.value} reads GLUE's layout"
+      )
+    return glue.task_files(glue.get_task(self.task.value), self.data_dir.value, files)
 
 
 def define_task_flags(config_help: str) -> TaskFlags:
-  """Defines --config (configs/finetune.py), --task, --glue_dir and --init, all required
-  but --config. Call once, at a command's module level."""
+  """Defines --config (configs/finetune.py), --task, --data_dir (alias --glue_dir),
+  --{train,dev,test}_file, the csv task's --*_column flags and --init, which is
+  required. Call once, at a command's module level."""
   holders = TaskFlags(
     config_flags.DEFINE_config_file('config', _DEFAULT_CONFIG, config_help, lock_config=True),
-    flags.DEFINE_string('task', None, f'GLUE task: {", ".join(glue.TASKS)} (case-insensitive).'),
     flags.DEFINE_string(
-      'glue_dir', None, 'Folder holding the task folders as GLUE ships them (CoLA/train.tsv, ...).'
+      'task',
+      None,
+      f'GLUE task ({", ".join(glue.TASKS)}; case-insensitive), or csv: your own '
+      'classification or regression files, read by the --*_column flags.',
     ),
+    flags.DEFINE_string(
+      'data_dir',
+      None,
+      "The task's files: for GLUE, the task folders as GLUE ships them (CoLA/train.tsv, ...); "
+      'for csv, train.tsv, dev.tsv and an optional test.tsv.',
+    ),
+    {
+      split: flags.DEFINE_string(
+        f'{split}_file', None, f'The {split} file, instead of the one in --data_dir.'
+      )
+      for split in ('train', 'dev', 'test')
+    },
+    {
+      'text': flags.DEFINE_string('text_column', 'text', 'csv: the column of the text.'),
+      'text_pair': flags.DEFINE_string(
+        'text_pair_column', None, "csv: the column of a pair's second text, if any."
+      ),
+      'label': flags.DEFINE_string(
+        'label_column',
+        'label',
+        'csv: the column of the label; numbers that are not all integers make a regression.',
+      ),
+      'id': flags.DEFINE_string(
+        'id_column',
+        'id',
+        "csv: the column whose ids the test predictions keep (without it: the row's number).",
+      ),
+    },
     flags.DEFINE_string('init', None, 'A pretraining workdir or an HF ELECTRA directory.'),
   )
-  flags.mark_flags_as_required(['task', 'glue_dir', 'init'])
+  flags.DEFINE_alias('glue_dir', 'data_dir')
+  flags.mark_flags_as_required(['task', 'init'])
   return holders

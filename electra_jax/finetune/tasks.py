@@ -4,6 +4,7 @@ constant-answer baseline and the predictions file.
 GLUE's tasks (glue.py) read their files into these.
 """
 
+from collections.abc import Callable
 import dataclasses
 
 import numpy as np
@@ -52,11 +53,24 @@ class Examples:
     return len(self.text_a)
 
 
+@dataclasses.dataclass(frozen=True)
+class TaskFiles:
+  """A task and the file each of its splits is read from."""
+
+  task: Task
+  paths: dict[str, str]  # Split -> file. A test split's file may be missing.
+  reader: Callable[[str, str], Examples]  # (split, path) -> its examples.
+
+  def read(self, split: str) -> Examples:
+    return self.reader(split, self.paths[split])
+
+
 def score(task: Task, labels: np.ndarray, predictions: np.ndarray) -> dict[str, float]:
   """The task's metrics; predictions are label ids, or scores for regression."""
   functions = {
     'accuracy': scores.accuracy,
     'f1': scores.f1,
+    'macro_f1': scores.macro_f1,
     'mcc': scores.matthews_corrcoef,
     'pearson': scores.pearson,
     'spearman': scores.spearman,

@@ -25,7 +25,7 @@ import optax
 
 from configs import finetune as finetune_configs
 from electra_jax import config_lib, errors, metric_writer, optim, pretrained, sharding
-from electra_jax.finetune import features, glue, tasks
+from electra_jax.finetune import features, tasks
 from electra_jax.model import SequenceClassifier
 
 Features = features.Features
@@ -123,13 +123,14 @@ class TaskData:
 
 
 def load_task_data(
-  task: tasks.Task, glue_dir: str, tokenizer, config, *, with_test: bool = True
+  files: tasks.TaskFiles, tokenizer, config, *, with_test: bool = True
 ) -> TaskData:
   """Reads and encodes the task's splits; a missing test file only skips predictions."""
+  task = files.task
   encode = lambda examples, swap=False: features.encode(
     examples, tokenizer, config.max_seq_length, swap=swap
   )
-  train = glue.read_split(task, glue_dir, 'train')
+  train = files.read('train')
   if config.max_train_examples and len(train) > config.max_train_examples:
     # A seeded subset, so that every run with this config trains on the same one.
     keep = np.sort(
@@ -148,15 +149,14 @@ def load_task_data(
     train_labels = np.concatenate([train_labels, train_labels])
   dev = {}
   for split in task.dev_splits:
-    examples = glue.read_split(task, glue_dir, split)
+    examples = files.read(split)
     dev[split] = (encode(examples), examples.labels)
   test = {}
   for split, _ in task.test_splits if with_test else ():
-    path = os.path.join(glue_dir, task.folder, f'{split}.tsv')
-    if not os.path.exists(path):
-      logging.warning('%s is missing: no test predictions for it', path)
+    if not os.path.exists(files.paths[split]):
+      logging.warning('%s is missing: no test predictions for it', files.paths[split])
       continue
-    examples = glue.read_split(task, glue_dir, split)
+    examples = files.read(split)
     test[split] = (encode(examples), examples.ids)
   return TaskData(train_features, train_labels, dev, test)
 
@@ -417,13 +417,13 @@ def run_seed(
 
 
 def finetune(
-  config: ml_collections.ConfigDict, task_name: str, glue_dir: str, init: str, workdir: str
+  config: ml_collections.ConfigDict, files: tasks.TaskFiles, init: str, workdir: str
 ) -> dict[str, Any]:
   """Fine-tunes `init` on the task for config.num_seeds seeds; writes
   WORKDIR/results.json, per-seed TensorBoard logs and submission files, and
   returns the results."""
   validate(config)
-  task = glue.get_task(task_name)
+  task = files.task
   source = load_source(config, init)
   hidden_size = source.discriminator_cfg.hidden_size
   if hidden_size != finetune_configs.HIDDEN_SIZE[config.size]:
@@ -435,7 +435,7 @@ def finetune(
       finetune_configs.HIDDEN_SIZE[config.size],
     )
   os.makedirs(workdir, exist_ok=True)
-  data = load_task_data(task, glue_dir, source.tokenizer, config)
+  data = load_task_data(files, source.tokenizer, config)
   n = len(data.train_labels)
   if n < config.batch_size:
     raise FinetuneError(
@@ -453,6 +453,7 @@ def finetune(
 
   # What makes a seed's result reusable by a rerun: the same model and settings.
   run_key = {
+    'data': files.paths,
     'init': init,
     'pretraining_step': source.step,
     'config': json.loads(config.to_json_best_effort()),
@@ -485,6 +486,7 @@ def finetune(
   }
   results = {
     'task': task.name,
+    'data': files.paths,
     'init': init,
     'random_init': config.random_init,
     'pretraining_step': source.step,
