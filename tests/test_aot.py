@@ -11,7 +11,7 @@ import jax
 import pytest
 
 from electra_jax import aot
-from tests.conftest import REPO, require, xla_flags
+from tests.conftest import REPO, require
 
 
 @pytest.mark.parametrize(
@@ -257,7 +257,7 @@ def _local_aot(*args: str) -> subprocess.CompletedProcess:
   env = {
     **os.environ,
     'JAX_PLATFORMS': 'cpu',
-    'XLA_FLAGS': xla_flags(8),
+    'XLA_FLAGS': '--xla_force_host_platform_device_count=8',
   }
   return subprocess.run(
     [

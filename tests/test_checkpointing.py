@@ -20,7 +20,7 @@ import pytest
 
 from electra_jax import checkpointing
 from electra_jax.metric_writer import read_scalars
-from tests.conftest import REPO, xla_flags
+from tests.conftest import REPO
 from tests.test_train import run_main
 
 # Throughput depends on the machine, not on the computation.
@@ -300,7 +300,9 @@ def test_restore_onto_a_different_mesh(tmp_path):
   """Saved on 8 devices (data 4 x fsdp 2), restored on 4 (fsdp 4), in two processes."""
 
   def run(devices: int, *args: str) -> str:
-    env = dict(os.environ, JAX_PLATFORMS='cpu', XLA_FLAGS=xla_flags(devices))
+    env = dict(
+      os.environ, JAX_PLATFORMS='cpu', XLA_FLAGS=f'--xla_force_host_platform_device_count={devices}'
+    )
     result = subprocess.run(
       [sys.executable, '-m', 'tests.mesh_restore', *args],
       cwd=REPO,

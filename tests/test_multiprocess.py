@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from electra_jax.data import shard_writer
-from tests.conftest import REPO, data_dir, xla_flags
+from tests.conftest import REPO, data_dir
 from tests.test_checkpointing import _last_per_step, _params
 
 _ARGS = (
@@ -46,7 +46,7 @@ def _env(devices: int, **extra: str) -> dict[str, str]:
   return dict(
     os.environ,
     JAX_PLATFORMS='cpu',
-    XLA_FLAGS=xla_flags(devices),
+    XLA_FLAGS=f'--xla_force_host_platform_device_count={devices}',
     **extra,
   )
 

@@ -6,13 +6,13 @@ import sys
 
 import numpy as np
 
-from tests.conftest import REPO, xla_flags
+from tests.conftest import REPO
 
 
 def _start(rows_path, out_path, data, fsdp, tensor) -> subprocess.Popen:
   env = dict(
     os.environ,
-    XLA_FLAGS=xla_flags(8),
+    XLA_FLAGS='--xla_force_host_platform_device_count=8',
     JAX_PLATFORMS='cpu',
     PYTHONPATH=str(REPO),
   )
