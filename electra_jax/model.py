@@ -515,3 +515,31 @@ class SequenceClassifier(nn.Module):
       bias_init=_zeros((None,)),
       name='classifier',
     )(cls.astype(jnp.float32))
+
+
+class TokenClassifier(nn.Module):
+  """The discriminator with a head on every token, for tagging (NER, chunking).
+
+  As the released code's tagging head: dropout on each final hidden state, then
+  one linear layer to the tag logits. Parameter names match SequenceClassifier's.
+  """
+
+  cfg: EncoderConfig
+  num_outputs: int
+  head_dropout_rate: float = 0.1
+
+  @nn.compact
+  def __call__(
+    self, input_ids: Array, token_type_ids: Array, attention_mask: Array, deterministic: bool = True
+  ) -> Array:
+    """float32 logits [B, L, num_outputs]."""
+    embedded = Embeddings(self.cfg, name='embeddings')(input_ids, token_type_ids, deterministic)
+    hidden = Encoder(self.cfg, name='discriminator')(embedded, attention_mask, deterministic)
+    hidden = Dropout(self.head_dropout_rate)(hidden, deterministic=deterministic)
+    return nn.Dense(
+      self.num_outputs,
+      dtype=jnp.float32,
+      kernel_init=nn.with_logical_partitioning(nn.initializers.xavier_uniform(), ('embed', None)),
+      bias_init=_zeros((None,)),
+      name='classifier',
+    )(hidden.astype(jnp.float32))

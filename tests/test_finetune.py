@@ -194,6 +194,37 @@ def test_sst2_as_the_users_own_files_trains_exactly_as_glues_task(pretrained_wor
   assert predictions == (tmp_path / 'glue' / 'seed_0' / 'SST-2.tsv').read_text()
 
 
+def test_ner_tags_conll2003_through_the_cli(pretrained_workdir, tmp_path):
+  conll = data_dir() / 'conll2003'
+  result = _finetune(
+    '--task=conll2003',
+    f'--data_dir={conll}',
+    f'--test_file={conll / "test.txt"}',
+    f'--init={pretrained_workdir}',
+    f'--workdir={tmp_path}',
+    '--config.max_train_examples=2000',
+    '--config.num_train_epochs=2',
+    '--config.max_seq_length=64',
+    '--config.learning_rate=1e-3',
+    '--config.layerwise_lr_decay=1.0',
+    '--config.num_seeds=1',
+  )
+  assert result.returncode == 0, result.stderr[-3000:]
+  print(result.stdout)
+  results = json.loads((tmp_path / 'results.json').read_text())
+  dev = results['seeds']['0']['dev']['dev']
+  # Always tagging O finds no entity (F1 0) and gets 83.3% of the valid tags right.
+  constant = results['constant_baseline']
+  assert constant['answer'] == 'O' and constant['dev']['dev']['f1'] == 0
+  assert constant['dev']['dev']['accuracy'] == pytest.approx(42_759 / 51_362)
+  assert dev['f1'] > 0.05 and dev['accuracy'] > constant['dev']['dev']['accuracy'], dev
+  # One line per test word, a blank line after each of the 3,453 sentences.
+  lines = (tmp_path / 'seed_0' / 'predictions.tsv').read_text().split('\n')
+  words = [line for line in lines if line]
+  assert len(words) == 46_435 and len(lines) - 1 - len(words) == 3_453
+  assert words[0].split('\t')[0] == 'SOCCER'
+
+
 def test_probe_scores_each_layer_of_the_pretrained_model(pretrained_workdir, tmp_path):
   out = tmp_path / 'probe.json'
   result = _run(

@@ -7,7 +7,7 @@ import os
 from absl import flags
 from ml_collections import config_flags
 
-from electra_jax.finetune import glue, tasks, user_files
+from electra_jax.finetune import glue, tagging, tasks, user_files
 
 _DEFAULT_CONFIG = os.path.join(os.path.dirname(__file__), '..', '..', 'configs', 'finetune.py')
 # Flags that only --task=csv reads.
@@ -26,15 +26,31 @@ class TaskFlags:
   def task_files(self) -> tasks.TaskFiles:
     """The task the flags name, and its files."""
     files = {split: holder.value for split, holder in self.files.items() if holder.value}
-    if self.task.value.lower() == 'csv':
+    name = self.task.value.lower()
+    if name == 'csv':
       columns = user_files.Columns(**{k: v.value for k, v in self.columns.items()})
       return user_files.task_files(self.data_dir.value, files, columns)
-    given = [f'--{name}' for name in _CSV_ONLY if flags.FLAGS[name].present]
+    tagging_task = name in tagging.TASK_NAMES
+    given = [
+      f'--{flag}'
+      for flag in _CSV_ONLY
+      if flags.FLAGS[flag].present and not (tagging_task and flag == 'label_column')
+    ]
     if given:
       raise tasks.TaskDataError(
         f'{", ".join(given)}: only --task=csv reads columns by name; '
-        f"--task={self.task.value} reads GLUE's layout"
+        f"--task={self.task.value} reads {'CoNLL' if tagging_task else 'GLUE'}'s layout"
       )
+    if tagging_task:
+      column = self.columns['label'].value if flags.FLAGS['label_column'].present else '-1'
+      try:
+        label_column = int(column)
+      except ValueError:
+        raise tasks.TaskDataError(
+          f"--label_column={column}: for --task={name}, the number of the tag's column "
+          '(0 is the word, -1 the last)'
+        ) from None
+      return tagging.task_files(name, self.data_dir.value, files, label_column)
     return glue.task_files(glue.get_task(self.task.value), self.data_dir.value, files)
 
 
@@ -47,14 +63,16 @@ def define_task_flags(config_help: str) -> TaskFlags:
     flags.DEFINE_string(
       'task',
       None,
-      f'GLUE task ({", ".join(glue.TASKS)}; case-insensitive), or csv: your own '
-      'classification or regression files, read by the --*_column flags.',
+      f'GLUE task ({", ".join(glue.TASKS)}; case-insensitive); csv: your own '
+      'classification or regression files, read by the --*_column flags; tagging (or '
+      'conll2003): token tags (NER, chunking) from CoNLL-format files.',
     ),
     flags.DEFINE_string(
       'data_dir',
       None,
       "The task's files: for GLUE, the task folders as GLUE ships them (CoLA/train.tsv, ...); "
-      'for csv, train.tsv, dev.tsv and an optional test.tsv.',
+      'for csv, train.tsv, dev.tsv and an optional test.tsv; for tagging, train.txt and '
+      'dev.txt, valid.txt or test.txt.',
     ),
     {
       split: flags.DEFINE_string(
@@ -70,7 +88,8 @@ def define_task_flags(config_help: str) -> TaskFlags:
       'label': flags.DEFINE_string(
         'label_column',
         'label',
-        'csv: the column of the label; numbers that are not all integers make a regression.',
+        'csv: the column of the label; numbers that are not all integers make a regression. '
+        'tagging: the number of the column of the tag (default -1, the last).',
       ),
       'id': flags.DEFINE_string(
         'id_column',

@@ -52,6 +52,14 @@ class Examples:
   def __len__(self) -> int:
     return len(self.text_a)
 
+  def subset(self, keep: np.ndarray) -> 'Examples':
+    return Examples(
+      [self.text_a[i] for i in keep],
+      None if self.text_b is None else [self.text_b[i] for i in keep],
+      self.labels[keep],
+      [self.ids[i] for i in keep],
+    )
+
 
 @dataclasses.dataclass(frozen=True)
 class TaskFiles:

@@ -25,8 +25,8 @@ import optax
 
 from configs import finetune as finetune_configs
 from electra_jax import config_lib, errors, metric_writer, optim, pretrained, sharding
-from electra_jax.finetune import features, tasks
-from electra_jax.model import SequenceClassifier
+from electra_jax.finetune import features, tagging, tasks
+from electra_jax.model import SequenceClassifier, TokenClassifier
 
 Features = features.Features
 
@@ -116,10 +116,21 @@ def load_source(config: ml_collections.ConfigDict, init: str) -> pretrained.Pret
 
 @dataclasses.dataclass
 class TaskData:
-  train: Features
-  train_labels: np.ndarray
-  dev: dict[str, tuple[Features, np.ndarray]]  # split -> (features, labels)
-  test: dict[str, tuple[Features, list[str]]]  # split -> (features, row ids)
+  train: Features  # With 'targets': what task_loss compares the outputs with.
+  train_labels: Any  # Label ids or scores per row of `train`, or the tagged sentences.
+  dev: dict[str, tuple[Features, Any]]  # split -> (features, its examples' labels)
+  test: dict[str, tuple[Features, Any]]  # split -> (features, its examples)
+
+
+def _encode(task: tasks.Task, examples, tokenizer, config, swap: bool = False) -> Features:
+  if isinstance(task, tagging.TaggingTask):
+    return tagging.encode(examples, tokenizer, task.labels, config.max_seq_length)
+  return features.encode(examples, tokenizer, config.max_seq_length, swap=swap)
+
+
+def _labels(task: tasks.Task, examples) -> Any:
+  """What a split is scored against: label ids or scores, or the tagged sentences."""
+  return examples if isinstance(task, tagging.TaggingTask) else examples.labels
 
 
 def load_task_data(
@@ -127,37 +138,33 @@ def load_task_data(
 ) -> TaskData:
   """Reads and encodes the task's splits; a missing test file only skips predictions."""
   task = files.task
-  encode = lambda examples, swap=False: features.encode(
-    examples, tokenizer, config.max_seq_length, swap=swap
-  )
   train = files.read('train')
   if config.max_train_examples and len(train) > config.max_train_examples:
     # A seeded subset, so that every run with this config trains on the same one.
-    keep = np.sort(
-      np.random.default_rng(config.seed).permutation(len(train))[: config.max_train_examples]
+    train = train.subset(
+      np.sort(
+        np.random.default_rng(config.seed).permutation(len(train))[: config.max_train_examples]
+      )
     )
-    train = tasks.Examples(
-      [train.text_a[i] for i in keep],
-      None if train.text_b is None else [train.text_b[i] for i in keep],
-      train.labels[keep],
-      [train.ids[i] for i in keep],
-    )
-  train_features, train_labels = encode(train), train.labels
+  train_features, train_labels = _encode(task, train, tokenizer, config), _labels(task, train)
+  if not isinstance(task, tagging.TaggingTask):
+    train_features['targets'] = task_targets(task, train.labels)
   if task.symmetric and config.double_unordered:
-    swapped = encode(train, swap=True)
+    swapped = _encode(task, train, tokenizer, config, swap=True)
+    swapped['targets'] = train_features['targets']
     train_features = {k: np.concatenate([v, swapped[k]]) for k, v in train_features.items()}
     train_labels = np.concatenate([train_labels, train_labels])
   dev = {}
   for split in task.dev_splits:
     examples = files.read(split)
-    dev[split] = (encode(examples), examples.labels)
+    dev[split] = (_encode(task, examples, tokenizer, config), _labels(task, examples))
   test = {}
   for split, _ in task.test_splits if with_test else ():
     if not os.path.exists(files.paths[split]):
       logging.warning('%s is missing: no test predictions for it', files.paths[split])
       continue
     examples = files.read(split)
-    test[split] = (encode(examples), examples.ids)
+    test[split] = (_encode(task, examples, tokenizer, config), examples)
   return TaskData(train_features, train_labels, dev, test)
 
 
@@ -181,8 +188,29 @@ def task_predictions(task: tasks.Task, outputs: np.ndarray) -> np.ndarray:
   return outputs[:, 0] * (high - low) + low
 
 
+def _tag_predictions(
+  task: tagging.TaggingTask, outputs: np.ndarray, feats: Features, sentences: tagging.Sentences
+) -> list[list[str]]:
+  """Each sentence's tags, read at its words' first pieces: windows are in sentence
+  order, so the first pieces are the words in order."""
+  ids = outputs.argmax(-1)[feats['word_starts'].astype(bool)]
+  bounds = np.cumsum([len(words) for words in sentences.words])[:-1]
+  return [[task.labels[i] for i in sentence] for sentence in np.split(ids, bounds)]
+
+
+def _score(task: tasks.Task, outputs: np.ndarray, feats: Features, labels: Any) -> dict:
+  if isinstance(task, tagging.TaggingTask):
+    return tagging.score(labels.tags, _tag_predictions(task, outputs, feats, labels))
+  return tasks.score(task, labels, task_predictions(task, outputs))
+
+
 def task_loss(task: tasks.Task, outputs: jax.Array, targets: jax.Array) -> jax.Array:
-  """Mean cross-entropy, or mean squared error for regression, in float32."""
+  """Mean cross-entropy, or mean squared error for regression, in float32; for
+  tagging, over the words' first pieces (targets -1 elsewhere)."""
+  if isinstance(task, tagging.TaggingTask):
+    counted = targets >= 0
+    losses = optax.softmax_cross_entropy_with_integer_labels(outputs, jnp.maximum(targets, 0))
+    return jnp.sum(jnp.where(counted, losses, 0.0)) / jnp.maximum(jnp.sum(counted), 1)
   if task.is_regression:
     return jnp.mean(jnp.square(outputs[:, 0] - targets))
   return jnp.mean(optax.softmax_cross_entropy_with_integer_labels(outputs, targets))
@@ -192,7 +220,7 @@ def task_loss(task: tasks.Task, outputs: jax.Array, targets: jax.Array) -> jax.A
 class _Programs:
   """What every seed shares: the model, shardings, optimizer and compiled steps."""
 
-  model: SequenceClassifier
+  model: SequenceClassifier | TokenClassifier
   shardings: Any
   batch_sharding: NamedSharding
   tx: optax.GradientTransformation
@@ -206,9 +234,8 @@ class _Programs:
 def _programs(
   config, task: tasks.Task, source: pretrained.Pretrained, mesh, num_train: int
 ) -> _Programs:
-  model = SequenceClassifier(
-    source.discriminator_cfg, task.num_outputs, config.model.head_dropout_rate
-  )
+  head = TokenClassifier if isinstance(task, tagging.TaggingTask) else SequenceClassifier
+  model = head(source.discriminator_cfg, task.num_outputs, config.model.head_dropout_rate)
   rules = config.mesh.logical_axis_rules
   with nn.logical_axis_rules(rules):
     boxed = jax.eval_shape(_init_fn(model, config), jax.random.key(0))
@@ -229,7 +256,7 @@ def _programs(
   )
 
 
-def _init_fn(model: SequenceClassifier, config) -> Callable:
+def _init_fn(model: SequenceClassifier | TokenClassifier, config) -> Callable:
   ids = jnp.zeros((1, config.max_seq_length), jnp.int32)
   return lambda rng: model.init({'params': rng}, ids, ids, ids + 1)['params']
 
@@ -319,10 +346,13 @@ def predict_outputs(
   for start in range(0, n, batch_size):
     rows = {k: v[start : start + batch_size] for k, v in data.items()}
     pad = batch_size - len(rows['input_ids'])
-    rows = {k: np.pad(v, ((0, pad), (0, 0))) for k, v in rows.items()}
+    rows = {k: np.pad(v, [(0, pad)] + [(0, 0)] * (v.ndim - 1)) for k, v in rows.items()}
     if trim:
       rows = features.trim_padding(rows, length)
-    outputs.append(np.asarray(predict(params, sharding.make_global_batch(rows, batch_sharding))))
+    out = np.asarray(predict(params, sharding.make_global_batch(rows, batch_sharding)))
+    if out.ndim == 3:  # Per-token outputs of a trimmed batch: padded back to full length.
+      out = np.pad(out, ((0, 0), (0, length - out.shape[1]), (0, 0)))
+    outputs.append(out)
   return np.concatenate(outputs)[:n]
 
 
@@ -339,13 +369,12 @@ def run_seed(
   workdir: str,
 ) -> dict[str, Any]:
   """Trains from `source` with `seed`; returns dev metrics per split (and per epoch),
-  and writes test predictions in GLUE's submission format."""
+  and writes test predictions (GLUE's submission format, or CoNLL lines for tagging)."""
   params = _init_params(config, programs, source, seed)
   opt_state = jax.jit(programs.tx.init)(params)
   if programs.train is None:
     _compile_steps(config, task, programs, jax.tree.map(lambda x: x.sharding, opt_state))
-  n, batch_size = len(data.train_labels), config.batch_size
-  targets = task_targets(task, data.train_labels)
+  n, batch_size = len(data.train['input_ids']), config.batch_size
   out_dir = os.path.join(workdir, f'seed_{seed}')
   writer = metric_writer.MetricWriter(out_dir)
 
@@ -361,7 +390,7 @@ def run_seed(
 
   def evaluate() -> dict[str, dict[str, float]]:
     return {
-      split: tasks.score(task, labels, task_predictions(task, outputs(feats)))
+      split: _score(task, outputs(feats), feats, labels)
       for split, (feats, labels) in data.dev.items()
     }
 
@@ -371,7 +400,6 @@ def run_seed(
     for b in range(min(programs.steps_per_epoch, programs.num_steps - step)):
       rows = order[b * batch_size : (b + 1) * batch_size]
       batch = {k: v[rows] for k, v in data.train.items()}
-      batch['targets'] = targets[rows]
       if config.trim_padding:
         batch = features.trim_padding(batch, config.max_seq_length)
       params, opt_state, loss = programs.train(
@@ -403,13 +431,13 @@ def run_seed(
 
   for split, submission_name in task.test_splits:
     if split in data.test:
-      feats, ids = data.test[split]
-      tasks.write_submission(
-        task,
-        os.path.join(out_dir, f'{submission_name}.tsv'),
-        ids,
-        task_predictions(task, outputs(feats)),
-      )
+      feats, examples = data.test[split]
+      path = os.path.join(out_dir, f'{submission_name}.tsv')
+      if isinstance(task, tagging.TaggingTask):
+        predicted = _tag_predictions(task, outputs(feats), feats, examples)
+        tagging.write_predictions(path, examples, predicted)
+      else:
+        tasks.write_submission(task, path, examples.ids, task_predictions(task, outputs(feats)))
   return {'dev': history[-1], 'dev_per_epoch': history, 'steps': programs.num_steps}
 
 
@@ -436,7 +464,7 @@ def finetune(
     )
   os.makedirs(workdir, exist_ok=True)
   data = load_task_data(files, source.tokenizer, config)
-  n = len(data.train_labels)
+  n = len(data.train['input_ids'])
   if n < config.batch_size:
     raise FinetuneError(
       f'config.batch_size: {config.batch_size} exceeds the {n} training examples; lower it'
@@ -476,14 +504,7 @@ def finetune(
   }
   # The line a model must clear to have learned anything from its input: on a task
   # as skewed as CoLA or MRPC, the majority label already scores MCC 0 or F1 0.81.
-  answer = tasks.constant_answer(task, data.train_labels)
-  constant = {
-    'answer': tasks.answer_name(task, answer),
-    'dev': {
-      split: tasks.score(task, labels, np.full(len(labels), answer))
-      for split, (_, labels) in data.dev.items()
-    },
-  }
+  constant = _constant_baseline(task, data)
   results = {
     'task': task.name,
     'data': files.paths,
@@ -523,6 +544,26 @@ def _finished_seed(workdir: str, seed: int, run_key: dict[str, Any]) -> dict[str
     return None
   logging.info('seed %d: finished by an earlier run, read from %s', seed, path)
   return saved['result']
+
+
+def _constant_baseline(task: tasks.Task, data: TaskData) -> dict[str, Any]:
+  """What always giving the most frequent training label (or tag) scores on dev."""
+  if isinstance(task, tagging.TaggingTask):
+    tags = [tag for sentence in data.train_labels.tags for tag in sentence]
+    answer = max(sorted(set(tags)), key=tags.count)
+    scores = {
+      split: tagging.score(labels.tags, [[answer] * len(s) for s in labels.tags])
+      for split, (_, labels) in data.dev.items()
+    }
+    return {'answer': answer, 'dev': scores}
+  answer = tasks.constant_answer(task, data.train_labels)
+  return {
+    'answer': tasks.answer_name(task, answer),
+    'dev': {
+      split: tasks.score(task, labels, np.full(len(labels), answer))
+      for split, (_, labels) in data.dev.items()
+    },
+  }
 
 
 def results_table(results: dict[str, Any]) -> str:
