@@ -44,6 +44,23 @@ def test_wordpiece_matches_bert_tokenizer(lower_case):
   assert ours.vocab_size == 30522
 
 
+def test_accent_stripping_keeps_hangul_syllables_whole(tmp_path):
+  transformers = require('transformers')
+  vocab = tmp_path / 'vocab.txt'
+  vocab.write_text(
+    '\n'.join(
+      ['[PAD]', '[UNK]', '[CLS]', '[SEP]', '[MASK]', '한국어', '문장', '입니다', 'cafe', '.']
+    )
+  )
+  ours = tokenizers.WordPieceTokenizer(str(vocab), lower_case=True)
+  text = '한국어 문장 입니다. Café'
+  assert ours.encode([text]) == [[5, 6, 7, 9, 8]]  # Accents still go: café -> cafe.
+  # Where BERT's rule and ours part: BERT leaves each syllable as its jamo, which
+  # a vocabulary built from Korean text does not hold.
+  reference = transformers.BertTokenizer(str(vocab), do_lower_case=True)
+  assert reference.encode(text, add_special_tokens=False) == [1, 1, 1, 9, 8]
+
+
 def test_special_token_strings_stay_text():
   # As the original BERT/ELECTRA tokenizer: "[MASK]" in the corpus is text.
   vocab = str(data_dir() / 'vocab' / 'bert-base-uncased-vocab.txt')

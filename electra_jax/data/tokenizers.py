@@ -340,9 +340,13 @@ class WordPieceTokenizer(Tokenizer):
       # Σ -> σ first: str.lower() alone would give word-final ς, but
       # transformers' BertTokenizer lower-cases character by character.
       text = text.replace('Σ', 'σ').lower()
-    if self.strip_accents:
-      # NFD then dropping combining marks (category Mn) removes accents.
-      return unicodedata.normalize('NFD', text).translate(_STRIP_AND_SPLIT).split()
+    if self.strip_accents and not text.isascii():
+      # NFD then dropping combining marks (category Mn) removes accents; NFC
+      # then puts back together what NFD split that was not a mark: a Hangul
+      # syllable's jamo (letters, not marks), which BERT leaves decomposed and
+      # so turns every Korean word into pieces no Korean vocabulary holds.
+      text = unicodedata.normalize('NFD', text).translate(_STRIP_AND_SPLIT)
+      return unicodedata.normalize('NFC', text).split()
     return text.translate(_SPLIT).split()
 
   def _wordpiece(self, word: str) -> tuple[int, ...]:
