@@ -14,7 +14,7 @@ metadata.json.
 import dataclasses
 import os
 
-from absl import flags
+from absl import flags, logging
 from ml_collections import config_flags
 
 from configs import common
@@ -76,6 +76,9 @@ def main(argv: list[str]) -> None:
     max_position_embeddings=config.model.max_position_embeddings,
   )
   print(shard_writer.summary(data))
+  warning = shard_writer.unknown_rate_warning(data)
+  if warning:
+    logging.warning(warning)
 
 
 if __name__ == '__main__':

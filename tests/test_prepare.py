@@ -49,6 +49,7 @@ def test_wordpiece_preparation_resumes_and_refuses_other_options(tmp_path, wiki_
   assert result.returncode == 0, result.stderr[-3000:]
   for line in ('documents:', 'tokens:', 'unknown-token rate:', 'examples:'):
     assert line in result.stdout, result.stdout
+  assert 'WARNING' not in result.stdout
   data = shards.PreparedData.load(str(out))
   counts = data.metadata['counts']
   assert data.vocab_size == 30522 and data.max_seq_length == 128
@@ -97,6 +98,23 @@ def test_wordpiece_preparation_resumes_and_refuses_other_options(tmp_path, wiki_
   assert result.returncode == 2
   assert "different options ['max_seq_length']" in result.stderr.splitlines()[-1]
   assert shards.PreparedData.load(str(out)).metadata['counts'] == counts
+
+
+def test_a_vocabulary_of_another_script_is_named_loudly(tmp_path):
+  # Korean Wikipedia with BERT's English vocabulary: nearly every word is [UNK].
+  result = run_prepare(
+    f'--corpus=wiki:{data_dir() / "korean" / "kowiki" / "AA" / "wiki_00"}',
+    f'--output_dir={tmp_path / "prepared"}',
+    f'--vocab={_vocab()}',
+    '--max_seq_length=128',
+    '--num_workers=1',
+  )
+  assert result.returncode == 0, result.stderr[-3000:]
+  counts = shards.PreparedData.load(str(tmp_path / 'prepared')).metadata['counts']
+  rate = counts['unknown_tokens'] / counts['tokens']
+  assert rate > 0.3, rate
+  expected = f'{rate:.1%} of the tokens are [UNK]: the vocabulary does not cover this corpus.'
+  assert f'WARNING: {expected}' in result.stdout and expected in result.stderr
 
 
 def test_mixed_sources_with_a_trained_sentencepiece_model(tmp_path, wiki_glob):

@@ -349,6 +349,24 @@ def prepare(
   return shards.PreparedData(output_dir, metadata)
 
 
+# Above this share of [UNK] tokens, the vocabulary does not fit the corpus.
+UNKNOWN_RATE_WARNING = 0.01
+
+
+def unknown_rate_warning(data: shards.PreparedData) -> str | None:
+  """What to do when the tokenizer maps more than UNKNOWN_RATE_WARNING of the
+  tokens to [UNK] (a vocabulary of another language or script); else None."""
+  c = data.metadata['counts']
+  rate = c['unknown_tokens'] / max(1, c['tokens'])
+  if rate <= UNKNOWN_RATE_WARNING:
+    return None
+  return (
+    f'{rate:.1%} of the tokens are [UNK]: the vocabulary does not cover this corpus. '
+    'Train one on it (--spm_vocab_size=N instead of --vocab), or check '
+    '--config.data.lower_case and --config.data.strip_accents'
+  )
+
+
 def summary(data: shards.PreparedData) -> str:
   """A readable account of a prepared directory."""
   c = data.metadata['counts']
@@ -369,4 +387,7 @@ def summary(data: shards.PreparedData) -> str:
   ]
   if seconds > 0:
     lines.append(f'  this run: {seconds:.1f} s')
+  warning = unknown_rate_warning(data)
+  if warning:
+    lines.append(f'  WARNING: {warning}')
   return '\n'.join(lines)
