@@ -72,3 +72,24 @@ def test_sentence_splitting():
     '"Why?" she asked!',
     '3 went. e.g. this',
   ]
+  # Closing quotes and brackets stay with their sentence; no text is lost.
+  assert packing.split_sentences('He said "Go." Then (he left.) Really?! Yes... Élan.') == [
+    'He said "Go."',
+    'Then (he left.)',
+    'Really?!',
+    'Yes...',
+    'Élan.',
+  ]
+  # Scripts without case, and full-width stops with no space after them.
+  assert packing.split_sentences('한국어 문장 입니다. 두 번째 문장이에요! 세 번째?') == [
+    '한국어 문장 입니다.',
+    '두 번째 문장이에요!',
+    '세 번째?',
+  ]
+  assert packing.split_sentences('今天天气很好。我们去公园吧！「好的。」他说。') == [
+    '今天天气很好。',
+    '我们去公园吧！',
+    '「好的。」',
+    '他说。',
+  ]
+  assert packing.split_sentences('日本語の文です。 次の文？') == ['日本語の文です。', '次の文？']

@@ -25,13 +25,30 @@ import numpy as np
 from electra_jax.data.tokenizers import SpecialIds
 
 # A sentence ends at . ! or ? (and any closing quotes or brackets) followed by
-# whitespace and something that can start a sentence. Simple on purpose: it
-# only has to keep segment boundaries near sentence boundaries.
-_SENTENCE_END = re.compile(r'(?<=[.!?])["\')\]]*\s+(?=["\'(\[]?[A-Z0-9])')
+# whitespace and a letter or digit that is not lower case: an upper-case letter
+# (English), or a letter of a script without case (Korean). Or it ends at a
+# full-width 。！？ (and closers), with or without a space after it (Chinese,
+# Japanese). Simple on purpose: it only has to keep segment boundaries near
+# sentence boundaries.
+_SENTENCE_END = re.compile(
+  r'[.!?]["\')\]]*(?P<space>\s+)(?=["\'(\[]?(?P<next>\w))'
+  r'|[。！？][」』）〕】"\')\]]*(?P<cjk_space>\s*)(?=\S)'
+)
 
 
 def split_sentences(line: str) -> list[str]:
-  return [s for s in _SENTENCE_END.split(line) if s]
+  sentences, start = [], 0
+  for end in _SENTENCE_END.finditer(line):
+    if end.group('space') is None:
+      space = end.span('cjk_space')
+    elif not end.group('next').islower():  # "e.g. this" goes on.
+      space = end.span('space')
+    else:
+      continue
+    sentences.append(line[start : space[0]])
+    start = space[1]
+  sentences.append(line[start:])
+  return [s for s in sentences if s]
 
 
 @dataclasses.dataclass
