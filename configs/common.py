@@ -58,6 +58,12 @@ def get_config() -> ml_collections.ConfigDict:
   # original token (the released code's behaviour; ELECTRA never uses BERT's
   # random-token replacement).
   config.objective.mask_token_prob = 0.85
+  # 'token' masks pieces independently, as the paper. 'whole_word' masks every
+  # piece of a chosen word (a WordPiece word: a piece and the '##' pieces after
+  # it; a sentencepiece word: a piece starting with '▁' and those after it), as
+  # BERT's later whole-word-masking models; the number masked keeps the same
+  # formula, filled with whole words (a word that would overshoot is skipped).
+  config.objective.masking = 'token'
   # Loss = gen_weight * MLM + disc_weight * BCE. The masked-LM objectives
   # weigh their full-size network's cross-entropy 1, as the generator's.
   config.objective.gen_weight = 1.0

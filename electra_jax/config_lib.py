@@ -18,6 +18,7 @@ _ATTENTION_IMPLS = ('explicit', 'xla', 'cudnn')
 _HEAD_DIM = 64  # Every ELECTRA size uses 64-dimensional attention heads.
 # config.objective.name's values; electra_jax/objectives.py defines each.
 OBJECTIVES = ('electra', 'electra_15', 'mlm', 'replace_mlm', 'all_tokens_mlm')
+MASKINGS = ('token', 'whole_word')  # config.objective.masking's values.
 EMBEDDING_SHARING = ('tied', 'untied', 'gdes')  # model.ElectraPretrainingModel's
 
 
@@ -161,6 +162,9 @@ def validate(config: ml_collections.ConfigDict, *, check_data: bool = True) -> N
   require(config.max_grad_norm > 0, 'max_grad_norm', 'must be > 0')
 
   require(0 < o.mask_prob <= 1, 'objective.mask_prob', f'must be in (0, 1], got {o.mask_prob}')
+  require(
+    o.masking in MASKINGS, 'objective.masking', f'must be one of {MASKINGS}, got {o.masking!r}'
+  )
   require(
     0 <= o.mask_token_prob <= 1,
     'objective.mask_token_prob',

@@ -24,6 +24,7 @@ import flax
 import jax
 import jax.numpy as jnp
 import ml_collections
+import numpy as np
 import optax
 
 from electra_jax import config_lib, prng
@@ -98,6 +99,92 @@ def mask_tokens(
     positions=positions,
     weights=weights,
     labels=labels,
+  )
+
+
+def _mask_chosen(
+  rng: Array,
+  input_ids: Array,
+  chosen: Array,
+  special: SpecialIds,
+  mask_token_prob: float,
+  slots: int,
+) -> MaskedBatch:
+  """The MaskedBatch of the positions where `chosen` [B, L] is true, in order."""
+  count = jnp.sum(chosen, axis=-1)
+  # Chosen positions first, each row's in position order (a stable sort).
+  positions = jnp.argsort(~chosen, axis=-1, stable=True)[:, :slots].astype(jnp.int32)
+  weights = (jnp.arange(slots)[None, :] < count[:, None]).astype(jnp.float32)
+  labels = jnp.take_along_axis(input_ids, positions, axis=1)
+  use_mask_token = jax.random.uniform(rng, positions.shape) < mask_token_prob
+  masked_values = jnp.where(use_mask_token, special.mask, labels)
+  return MaskedBatch(
+    input_ids=_scatter(input_ids, positions, weights, masked_values),
+    positions=positions,
+    weights=weights,
+    labels=labels,
+  )
+
+
+def mask_whole_words(
+  rng: Array,
+  input_ids: Array,
+  attention_mask: Array,
+  special: SpecialIds,
+  continues_word: Array,
+  *,
+  mask_prob: float,
+  mask_token_prob: float,
+  max_predictions: int,
+) -> MaskedBatch:
+  """mask_tokens, choosing whole words: every piece of a chosen word is masked.
+
+  A word is a piece that does not continue a word (`continues_word` [V], the
+  tokenizer's table), with the pieces after it that do. Words are drawn in a
+  uniformly random order and taken while they fit the same count as
+  mask_tokens; one that would overshoot is skipped, as in BERT's
+  create_pretraining_data.py. [MASK] is then written per piece, as mask_tokens.
+  """
+  batch, length = input_ids.shape
+  positions = jnp.arange(length)
+  candidates = (
+    (attention_mask > 0)
+    & (input_ids != special.cls)
+    & (input_ids != special.sep)
+    & (input_ids != special.pad)
+  )
+  num_tokens = jnp.sum(attention_mask > 0, axis=-1)
+  budget = jnp.clip(jnp.round(num_tokens * mask_prob).astype(jnp.int32), 1, max_predictions)
+
+  # A candidate starts a word unless it continues one that a candidate started.
+  previous_candidate = jnp.pad(candidates[:, :-1], ((0, 0), (1, 0)))
+  starts = candidates & ~(continues_word[input_ids] & previous_candidate)
+  start_of = jax.lax.cummax(jnp.where(starts, positions, -1), axis=1)  # [B, L]
+  rows = jnp.arange(batch)[:, None]
+  sizes = jnp.zeros((batch, length), jnp.int32).at[rows, start_of].add(candidates)
+
+  choice_rng, keep_rng = jax.random.split(rng)
+  # Each word's pieces share its start's score, so a stable sort by score keeps
+  # them together; non-candidates score -1 and sort last.
+  scores = jax.random.uniform(choice_rng, (batch, length))
+  scores = jnp.where(candidates, jnp.take_along_axis(scores, start_of, axis=1), -1.0)
+  order = jnp.argsort(-scores, axis=-1, stable=True)  # [B, L]
+  ordered_starts = jnp.take_along_axis(starts & candidates, order, axis=1)
+  ordered_sizes = jnp.take_along_axis(sizes, order, axis=1)
+
+  def take(count, step):
+    is_start, size = step
+    fits = is_start & (count + size <= budget)
+    return count + jnp.where(fits, size, 0), fits
+
+  _, taken_starts = jax.lax.scan(
+    take, jnp.zeros(batch, jnp.int32), (ordered_starts.T, ordered_sizes.T)
+  )
+  taken = jnp.zeros((batch, length), bool).at[rows, order].set(taken_starts.T)
+  # A piece is chosen when its word's start was taken.
+  chosen = candidates & jnp.take_along_axis(taken, jnp.maximum(start_of, 0), axis=1)
+  return _mask_chosen(
+    keep_rng, input_ids, chosen, special, mask_token_prob, min(max_predictions, length)
   )
 
 
@@ -255,10 +342,22 @@ class Settings:
   uniform_generator: bool = False
   disallow_correct: bool = False
   vocab_size: int = 0  # Of the uniform samples.
+  # Whole-word masking's table (Tokenizer.continues_word); None: token masking.
+  continues_word: np.ndarray | None = None
 
   @classmethod
-  def from_config(cls, config: ml_collections.ConfigDict, special: SpecialIds) -> 'Settings':
+  def from_config(
+    cls,
+    config: ml_collections.ConfigDict,
+    special: SpecialIds,
+    continues_word: np.ndarray | None = None,
+  ) -> 'Settings':
+    """`continues_word` is the tokenizer's table (Tokenizer.continues_word), which
+    whole-word masking needs; a step timed or compiled without a tokenizer may
+    leave it out, and then every piece is its own word (the same program)."""
     o = config.objective
+    if o.masking == 'whole_word' and continues_word is None:
+      continues_word = np.zeros(config.model.vocab_size, bool)
     return cls(
       name=o.name,
       special=special,
@@ -271,6 +370,7 @@ class Settings:
       uniform_generator=o.uniform_generator,
       disallow_correct=o.disallow_correct,
       vocab_size=config.model.vocab_size,
+      continues_word=continues_word if o.masking == 'whole_word' else None,
     )
 
   @property
@@ -306,15 +406,17 @@ class PretrainingOutputs:
 
 
 def _mask(rng: Array, batch: Batch, obj: Settings) -> MaskedBatch:
-  return mask_tokens(
-    rng,
-    batch['input_ids'],
-    batch['attention_mask'],
-    obj.special,
+  settings = dict(
     mask_prob=obj.mask_prob,
     mask_token_prob=obj.mask_token_prob,
     max_predictions=obj.max_predictions,
   )
+  if obj.continues_word is not None:
+    table = jnp.asarray(obj.continues_word)
+    return mask_whole_words(
+      rng, batch['input_ids'], batch['attention_mask'], obj.special, table, **settings
+    )
+  return mask_tokens(rng, batch['input_ids'], batch['attention_mask'], obj.special, **settings)
 
 
 def _apply(params: Any, model: ElectraPretrainingModel, method: Any, rng: Array, *args: Any) -> Any:

@@ -173,3 +173,86 @@ def test_discriminator_metrics_on_known_example():
   x, y = np.array([3.0, -2.0, 1.0, -1.0, 0.5]), np.array([1, 1, 0, 0, 1])
   bce = np.maximum(x, 0) - x * y + np.log1p(np.exp(-np.abs(x)))
   assert float(loss) == pytest.approx(bce.mean(), rel=1e-6)
+
+
+def _wiki_batch(tokenizer, rows=64, length=128):
+  """Rows of real Wikipedia text as [CLS] pieces [SEP], then padding."""
+  from electra_jax.data import sources  # pylint: disable=g-import-not-at-top
+  from tests.conftest import data_dir  # pylint: disable=g-import-not-at-top
+
+  unit = sources.WorkUnit('wiki', str(data_dir() / 'wikipedia' / 'AA' / 'wiki_05'))
+  lines = [line for doc in sources.read_documents(unit, sources.ReadOptions()) for line in doc]
+  ids = np.full((rows, length), tokenizer.pad_id, np.int32)
+  for row, pieces in enumerate(tokenizer.encode(lines[:rows])):
+    pieces = [tokenizer.cls_id, *pieces[: length - 10 - row], tokenizer.sep_id]  # Mixed lengths.
+    ids[row, : len(pieces)] = pieces
+  return jnp.asarray(ids), jnp.asarray((ids != tokenizer.pad_id).astype(np.int32))
+
+
+def test_whole_word_masking_masks_every_piece_of_a_word():
+  from electra_jax.data import tokenizers  # pylint: disable=g-import-not-at-top
+  from tests.conftest import data_dir  # pylint: disable=g-import-not-at-top
+
+  tokenizer = tokenizers.WordPieceTokenizer(
+    str(data_dir() / 'vocab' / 'bert-base-uncased-vocab.txt')
+  )
+  table = tokenizer.continues_word()
+  assert table[tokenizer.encode(['playing'])[0]].tolist() == [False] and table.sum() > 5000
+  ids, attention_mask = _wiki_batch(tokenizer)
+  special = tokenizer.special_ids
+  masked = jax.jit(
+    lambda key: objectives.mask_whole_words(
+      key,
+      ids,
+      attention_mask,
+      special,
+      jnp.asarray(table),
+      mask_prob=0.15,
+      mask_token_prob=0.85,
+      max_predictions=20,
+    )
+  )(jax.random.key(0))
+  ids, attention_mask = np.asarray(ids), np.asarray(attention_mask)
+  chosen = np.zeros(ids.shape, bool)
+  for row in range(ids.shape[0]):
+    used = np.asarray(masked.positions[row])[np.asarray(masked.weights[row]) > 0]
+    chosen[row, used] = True
+  budget = np.clip(np.round(attention_mask.sum(-1) * 0.15), 1, 20)
+  counts = chosen.sum(-1)
+  assert (counts <= budget).all() and counts.sum() > 0.9 * budget.sum(), (counts, budget)
+  assert not chosen[np.isin(ids, [special.cls, special.sep, special.pad])].any()
+  words_split = multi_piece_words = 0
+  for row in range(ids.shape[0]):
+    start = None
+    for position in range(1, attention_mask[row].sum() - 1):
+      if not table[ids[row, position]]:
+        start = position
+      word = chosen[row, start : position + 1]
+      words_split += bool(word.any() and not word.all()) and not table[ids[row, position + 1]]
+      multi_piece_words += bool(word.all() and position > start)
+  assert words_split == 0 and multi_piece_words > 20, (words_split, multi_piece_words)
+  # Labels are the originals; [MASK] written at about 85% of the masked pieces.
+  np.testing.assert_array_equal(
+    np.take_along_axis(ids, np.asarray(masked.positions), 1)[np.asarray(masked.weights) > 0],
+    np.asarray(masked.labels)[np.asarray(masked.weights) > 0],
+  )
+  written = np.asarray(masked.input_ids)[chosen]
+  assert 0.75 < np.mean(written == special.mask) < 0.95
+
+
+def test_whole_word_masking_with_one_piece_words_is_token_masking():
+  ids, attention_mask = _batch([60, 30, 64, 12])
+  no_words = jnp.zeros(500, bool)
+  masked = objectives.mask_whole_words(
+    jax.random.key(1),
+    ids,
+    attention_mask,
+    SPECIAL,
+    no_words,
+    mask_prob=0.15,
+    mask_token_prob=0.85,
+    max_predictions=10,
+  )
+  # Every piece is a word of one: the count is exactly mask_tokens'.
+  reference = _mask(jax.random.key(1), ids, attention_mask)
+  np.testing.assert_array_equal(masked.weights.sum(-1), reference.weights.sum(-1))

@@ -33,7 +33,8 @@ _STEPS = (
   'objective, extra',
   [
     ('electra_15', ()),
-    ('mlm', ()),
+    # BERT with whole-word masking, over the trained sentencepiece tokenizer's words.
+    ('mlm', ('--config.objective.masking=whole_word',)),
     ('replace_mlm', ('--config.model.embedding_sharing=gdes',)),
     ('all_tokens_mlm', ()),
   ],

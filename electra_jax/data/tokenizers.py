@@ -24,6 +24,7 @@ from typing import Any
 import unicodedata
 
 from absl import logging
+import numpy as np
 import sentencepiece as spm
 
 from electra_jax import errors
@@ -72,6 +73,11 @@ class Tokenizer(abc.ABC):
   @abc.abstractmethod
   def tokens(self, ids: Iterable[int]) -> list[str]:
     """The vocabulary strings of `ids` (WordPiece '##' continuations, sentencepiece '▁')."""
+
+  @abc.abstractmethod
+  def continues_word(self) -> np.ndarray:
+    """bool [vocab_size]: whether each id continues the word before it
+    (whole-word masking's table)."""
 
   @property
   def special_ids(self) -> SpecialIds:
@@ -123,6 +129,16 @@ class SentencePieceTokenizer(Tokenizer):
 
   def tokens(self, ids: Iterable[int]) -> list[str]:
     return [self._sp.id_to_piece(int(i)) for i in ids]
+
+  def continues_word(self) -> np.ndarray:
+    # A word starts at a piece with sentencepiece's '▁'; special pieces stand alone.
+    return np.array(
+      [
+        not self._sp.id_to_piece(i).startswith('▁')
+        and not (self._sp.is_control(i) or self._sp.is_unknown(i))
+        for i in range(self.vocab_size)
+      ]
+    )
 
   def spec(self) -> dict[str, Any]:
     return {
@@ -322,6 +338,9 @@ class WordPieceTokenizer(Tokenizer):
 
   def tokens(self, ids: Iterable[int]) -> list[str]:
     return [self._id_to_token[int(i)] for i in ids]
+
+  def continues_word(self) -> np.ndarray:
+    return np.array([token.startswith('##') for token in self._id_to_token])
 
   def spec(self) -> dict[str, Any]:
     return {
