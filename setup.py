@@ -30,6 +30,8 @@ setuptools.setup(
     # Read without TensorFlow (ArrayRecord-format datasets); TFRecord ones
     # also need tensorflow-cpu.
     'tensorflow-datasets>=4.9.10,<5',
+    # build_vocab's WordPiece trainer.
+    'tokenizers>=0.20,<1',
     'tqdm>=4.66',
   ],
   extras_require={

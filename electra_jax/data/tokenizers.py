@@ -306,6 +306,25 @@ _SPLIT = _CharMap(_split_punctuation)
 _STRIP_AND_SPLIT = _CharMap(_strip_accent_and_split_punctuation)
 
 
+def basic_words(text: str, *, lower_case: bool, strip_accents: bool) -> list[str]:
+  """BERT's BasicTokenizer, before WordPiece: the words of a text, cleaned,
+  lower-cased and stripped of accents as asked, and split at punctuation and CJK
+  characters. Three str.translate passes, which run in C."""
+  text = text.translate(_CLEAN)
+  if lower_case:
+    # Σ -> σ first: str.lower() alone would give word-final ς, but
+    # transformers' BertTokenizer lower-cases character by character.
+    text = text.replace('Σ', 'σ').lower()
+  if strip_accents and not text.isascii():
+    # NFD then dropping combining marks (category Mn) removes accents; NFC
+    # then puts back together what NFD split that was not a mark: a Hangul
+    # syllable's jamo (letters, not marks), which BERT leaves decomposed and
+    # so turns every Korean word into pieces no Korean vocabulary holds.
+    text = unicodedata.normalize('NFD', text).translate(_STRIP_AND_SPLIT)
+    return unicodedata.normalize('NFC', text).split()
+  return text.translate(_SPLIT).split()
+
+
 class WordPieceTokenizer(Tokenizer):
   """BERT's WordPiece: basic tokenization, then greedy longest-match subwords."""
 
@@ -353,20 +372,7 @@ class WordPieceTokenizer(Tokenizer):
     }
 
   def _words(self, text: str) -> list[str]:
-    # BERT's BasicTokenizer as three str.translate passes, which run in C.
-    text = text.translate(_CLEAN)
-    if self.lower_case:
-      # Σ -> σ first: str.lower() alone would give word-final ς, but
-      # transformers' BertTokenizer lower-cases character by character.
-      text = text.replace('Σ', 'σ').lower()
-    if self.strip_accents and not text.isascii():
-      # NFD then dropping combining marks (category Mn) removes accents; NFC
-      # then puts back together what NFD split that was not a mark: a Hangul
-      # syllable's jamo (letters, not marks), which BERT leaves decomposed and
-      # so turns every Korean word into pieces no Korean vocabulary holds.
-      text = unicodedata.normalize('NFD', text).translate(_STRIP_AND_SPLIT)
-      return unicodedata.normalize('NFC', text).split()
-    return text.translate(_SPLIT).split()
+    return basic_words(text, lower_case=self.lower_case, strip_accents=self.strip_accents)
 
   def _wordpiece(self, word: str) -> tuple[int, ...]:
     if len(word) > self._MAX_WORD_CHARS:

@@ -1,0 +1,166 @@
+"""Builds a vocabulary for a corpus: WordPiece (vocab.txt) or sentencepiece (spm.model).
+
+  python -m electra_jax.build_vocab --corpus='wiki:../shared/data/korean/kowiki/AA/wiki_*' \
+      --output=/tmp/ko_vocab --vocab_size=32000 [--type=wordpiece|sentencepiece]
+
+The corpus spec is prepare_data's. WordPiece is trained by HF `tokenizers` on
+the words of our own basic tokenizer, with the same cleaning, lower-casing and
+accent rule that `prepare_data --vocab` then applies, so the vocabulary is made
+of exactly the words it will cut. OUTPUT/vocab.txt holds [PAD] [UNK] [CLS]
+[SEP] [MASK], then --unused [unusedN] slots (room for tokens added later), then
+the learned pieces. Sentencepiece writes OUTPUT/spm.model, trained as
+`prepare_data --spm_vocab_size` trains one. Then prepare the corpus with
+`--vocab=OUTPUT/vocab.txt` (and the same --config.data.lower_case) or
+`--spm_model=OUTPUT/spm.model`.
+"""
+
+from collections.abc import Iterable, Iterator
+import os
+
+from absl import flags, logging
+import tqdm
+
+from electra_jax import cli
+from electra_jax.data import packing, sources, tokenizers
+
+_CORPUS = flags.DEFINE_string(
+  'corpus', None, "Corpus spec, as prepare_data's (see electra_jax/data/sources.py)."
+)
+_OUTPUT = flags.DEFINE_string('output', None, 'Folder for vocab.txt or spm.model.')
+_VOCAB_SIZE = flags.DEFINE_integer('vocab_size', None, 'Ids in all, special and unused included.')
+_TYPE = flags.DEFINE_enum('type', 'wordpiece', ['wordpiece', 'sentencepiece'], 'Which kind.')
+_LOWER_CASE = flags.DEFINE_boolean('lower_case', True, 'WordPiece: lower-case the text.')
+_STRIP_ACCENTS = flags.DEFINE_boolean(
+  'strip_accents', None, 'WordPiece: strip accents (default: as --lower_case, as BERT).'
+)
+_UNUSED = flags.DEFINE_integer('unused', 0, 'WordPiece: [unusedN] slots after the special tokens.')
+_LIMIT_ALPHABET = flags.DEFINE_integer(
+  'limit_alphabet',
+  0,
+  'WordPiece: keep only the N most frequent characters as the initial alphabet (0: all). '
+  "BERT's English vocabularies kept 1,000; Korean needs its syllables (a Korean vocabulary "
+  'of 8,000 left 1.7% of unseen Wikipedia text [UNK] at 1,000, 0.2% at 0).',
+)
+_MIN_FREQUENCY = flags.DEFINE_integer('min_frequency', 2, 'WordPiece: rarer pairs never merge.')
+_MAX_SENTENCES = flags.DEFINE_integer(
+  'max_sentences', 1_000_000, 'sentencepiece: the sentences it trains on, at most.'
+)
+flags.mark_flags_as_required(['corpus', 'output', 'vocab_size'])
+
+
+def _lines(spec: str) -> tuple[list[sources.WorkUnit], Iterator[str]]:
+  """The corpus's work units, and its lines behind a progress bar over them."""
+  units = sources.plan_units(spec, sources.ReadOptions())
+
+  def lines():
+    for unit in tqdm.tqdm(units, desc='build_vocab', unit='file'):
+      for document in sources.read_documents(unit, sources.ReadOptions()):
+        yield from document
+
+  return units, lines()
+
+
+def build_wordpiece(
+  lines: Iterable[str],
+  output: str,
+  *,
+  vocab_size: int,
+  lower_case: bool,
+  strip_accents: bool,
+  unused: int,
+  limit_alphabet: int,
+  min_frequency: int,
+) -> str:
+  """Trains WordPiece on the basic tokenizer's words of `lines`; returns vocab.txt's path."""
+  import tokenizers as hf_tokenizers  # pylint: disable=g-import-not-at-top
+
+  learned = vocab_size - unused
+  model = hf_tokenizers.Tokenizer(hf_tokenizers.models.WordPiece(unk_token='[UNK]'))
+  # The words are ours already: the trainer only splits them at spaces.
+  model.pre_tokenizer = hf_tokenizers.pre_tokenizers.WhitespaceSplit()
+  trainer = hf_tokenizers.trainers.WordPieceTrainer(
+    vocab_size=learned,
+    min_frequency=min_frequency,
+    special_tokens=list(tokenizers.SPECIAL_TOKENS),
+    **({'limit_alphabet': limit_alphabet} if limit_alphabet else {}),
+    continuing_subword_prefix='##',
+    show_progress=False,
+  )
+  words = (
+    ' '.join(tokenizers.basic_words(line, lower_case=lower_case, strip_accents=strip_accents))
+    for line in lines
+  )
+  model.train_from_iterator(words, trainer=trainer)
+  ids = model.get_vocab()
+  pieces = sorted(ids, key=ids.get)
+  special = len(tokenizers.SPECIAL_TOKENS)
+  assert tuple(pieces[:special]) == tokenizers.SPECIAL_TOKENS, pieces[:special]
+  pieces = [*pieces[:special], *(f'[unused{i}]' for i in range(unused)), *pieces[special:]]
+  path = os.path.join(output, 'vocab.txt')
+  with open(path + '.tmp', 'w', encoding='utf-8') as f:
+    f.writelines(f'{piece}\n' for piece in pieces)
+  os.replace(path + '.tmp', path)
+  if len(pieces) < vocab_size:
+    logging.warning(
+      'The corpus gave %d ids, not %d: it has too few distinct pieces for that size',
+      len(pieces),
+      vocab_size,
+    )
+  return path
+
+
+def main(argv: list[str]) -> None:
+  del argv  # cli.run refuses words that are not flags.
+  minimum = len(tokenizers.SPECIAL_TOKENS) + _UNUSED.value + 100
+  if _VOCAB_SIZE.value < minimum:
+    raise tokenizers.TokenizerError(
+      f'--vocab_size={_VOCAB_SIZE.value}: too small; give at least {minimum} '
+      '(the special tokens, the unused slots and 100 pieces)'
+    )
+  name = 'vocab.txt' if _TYPE.value == 'wordpiece' else 'spm.model'
+  if os.path.exists(os.path.join(_OUTPUT.value, name)):
+    raise tokenizers.TokenizerError(
+      f'--output={_OUTPUT.value}: already holds {name}; choose another folder or delete it'
+    )
+  os.makedirs(_OUTPUT.value, exist_ok=True)
+  units, lines = _lines(_CORPUS.value)
+  logging.info(
+    'Building a %d-id %s vocabulary from %d files', _VOCAB_SIZE.value, _TYPE.value, len(units)
+  )
+  if _TYPE.value == 'wordpiece':
+    lower_case = _LOWER_CASE.value
+    path = build_wordpiece(
+      lines,
+      _OUTPUT.value,
+      vocab_size=_VOCAB_SIZE.value,
+      lower_case=lower_case,
+      strip_accents=lower_case if _STRIP_ACCENTS.value is None else _STRIP_ACCENTS.value,
+      unused=_UNUSED.value,
+      limit_alphabet=_LIMIT_ALPHABET.value,
+      min_frequency=_MIN_FREQUENCY.value,
+    )
+    tokenizer: tokenizers.Tokenizer = tokenizers.WordPieceTokenizer(path, lower_case=lower_case)
+    use = f'--vocab={path} --config.data.lower_case={lower_case}'
+  else:
+    sentences = (s for line in lines for s in packing.split_sentences(line))
+    try:
+      path = tokenizers.train_sentencepiece(
+        sentences,
+        os.path.join(_OUTPUT.value, 'spm'),
+        vocab_size=_VOCAB_SIZE.value,
+        model_type='unigram',
+        max_sentences=_MAX_SENTENCES.value,
+      )
+    except RuntimeError as e:  # sentencepiece reports a size it cannot reach this way.
+      raise tokenizers.TokenizerError(
+        f'--vocab_size={_VOCAB_SIZE.value}: sentencepiece could not train it on this corpus '
+        f'({e}); give another size, or more text'
+      ) from None
+    tokenizer = tokenizers.SentencePieceTokenizer(path)
+    use = f'--spm_model={path}'
+  print(f'{path}: {tokenizer.vocab_size} ids')
+  print(f'prepare the corpus with: python -m electra_jax.prepare_data {use} ...')
+
+
+if __name__ == '__main__':
+  cli.run(main)
