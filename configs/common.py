@@ -250,9 +250,13 @@ def get_config() -> ml_collections.ConfigDict:
   # run, since work that cannot be saved would be lost.
   config.checkpoint.max_failed_saves_in_a_row = 3
   # Another run's workdir: start from its newest parameters (not its optimizer
-  # state or step), e.g. for continued pretraining with a new schedule. Used
-  # only when this workdir has no checkpoint of its own.
+  # state or step), e.g. for continued pretraining with a new schedule. Or a
+  # released HF ElectraForPreTraining directory (google/electra-*-discriminator,
+  # with its vocab.txt), and init_from_generator its ElectraForMaskedLM
+  # (google/electra-*-generator; empty: the generator starts from random
+  # weights). Used only when this workdir has no checkpoint of its own.
   config.checkpoint.init_from = ''
+  config.checkpoint.init_from_generator = ''
   # Resuming refuses a checkpoint whose architecture keys or tokenizer differ
   # from this config's; True resumes anyway.
   config.checkpoint.allow_config_change = False

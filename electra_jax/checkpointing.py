@@ -250,7 +250,7 @@ def _open_newest(
   return manager, step
 
 
-def _shape_differences(saved: Any, wanted: Any) -> list[str]:
+def shape_differences(saved: Any, wanted: Any) -> list[str]:
   """'path: (saved shape) -> (wanted shape)' for each leaf that differs or is
   missing on one side."""
   shapes = lambda tree: {
@@ -289,9 +289,7 @@ def restore_params(
         f"({meta['tokenizer'].get('file')}) than this run's data; prepare the data "
         f'with its vocabulary, which is in {source}/tokenizer'
       )
-    differences = _shape_differences(
-      manager.item_metadata(step)['state']['params'], abstract_params
-    )
+    differences = shape_differences(manager.item_metadata(step)['state']['params'], abstract_params)
     if differences:
       raise CheckpointError(
         f'{what}: the parameters of {source} do not fit this config '

@@ -22,8 +22,9 @@ import numpy as np
 from safetensors import numpy as safetensors_numpy
 
 from configs import common
-from electra_jax import errors
+from electra_jax import config_lib, errors
 from electra_jax.config_lib import EncoderConfig
+from electra_jax.data import tokenizers
 from electra_jax.model import fold_embeddings
 
 StateDict = Mapping[str, np.ndarray]
@@ -185,6 +186,82 @@ def params_from_hf(
     params['discriminator_embeddings'] = params.pop('embeddings')
     params['generator_embeddings'] = _embeddings(generator)
   return params
+
+
+_ARCHITECTURE = (
+  'vocab_size',
+  'embedding_size',
+  'hidden_size',
+  'num_layers',
+  'num_heads',
+  'intermediate_size',
+  'max_position_embeddings',
+  'type_vocab_size',
+)
+
+
+def _check_fits(directory: str, hf: Mapping[str, Any], wanted: EncoderConfig, network: str) -> None:
+  got = encoder_config_from_hf(hf)
+  differences = [
+    f'{key} {getattr(got, key)} (this config: {getattr(wanted, key)})'
+    for key in _ARCHITECTURE
+    if getattr(got, key) != getattr(wanted, key)
+  ]
+  if differences:
+    raise HFCheckpointError(
+      f"{directory}: its {network} has {'; '.join(differences)}; set the config's model "
+      'keys to its sizes (configs/small.py, base.py and large.py hold the released ones)'
+    )
+
+
+def pretraining_params_from_hf(
+  discriminator_dir: str,
+  generator_dir: str | None,
+  config: Any,
+  tokenizer_sha256: str,
+) -> dict:
+  """Our pretraining parameters from released HF checkpoints, for continued
+  pretraining: `discriminator_dir` an ElectraForPreTraining directory with its
+  vocab.txt, `generator_dir` the matching ElectraForMaskedLM one (None: the
+  parameters have no generator). Its sizes must be the config's and its
+  vocabulary the prepared data's."""
+  what = 'config.checkpoint.init_from'
+  sharing = config.model.embedding_sharing
+  if sharing == 'gdes' or config.model.tie_generator_to_discriminator:
+    raise HFCheckpointError(
+      f'{what}: an HF checkpoint holds two networks with their own embeddings; start from it '
+      "with model.embedding_sharing 'tied' or 'untied' and an untied generator"
+    )
+  vocab = os.path.join(discriminator_dir, 'vocab.txt')
+  if not os.path.exists(vocab):
+    raise HFCheckpointError(f'{what}: {discriminator_dir} has no vocab.txt to check the data by')
+  if tokenizers.file_sha256(vocab) != tokenizer_sha256:
+    raise HFCheckpointError(
+      f"{what}: {discriminator_dir}/vocab.txt is not the prepared data's vocabulary; prepare "
+      f'the data with --vocab={vocab}'
+    )
+  hf, discriminator = read_hf_dir(discriminator_dir)
+  _check_fits(discriminator_dir, hf, config_lib.discriminator_config(config), 'discriminator')
+  if 'discriminator_predictions.dense.weight' not in discriminator:
+    raise HFCheckpointError(
+      f'{what}: {discriminator_dir} has no discriminator head; give an ElectraForPreTraining '
+      'checkpoint (google/electra-*-discriminator)'
+    )
+  discriminator_cfg = encoder_config_from_hf(hf)
+  if generator_dir is None:
+    params = discriminator_params_from_hf(discriminator, discriminator_cfg)
+    if sharing == 'untied':
+      params['discriminator_embeddings'] = params.pop('embeddings')
+    return params
+  hf_generator, generator = read_hf_dir(generator_dir)
+  _check_fits(generator_dir, hf_generator, config_lib.generator_config(config), 'generator')
+  return params_from_hf(
+    discriminator,
+    generator,
+    discriminator_cfg=discriminator_cfg,
+    generator_cfg=encoder_config_from_hf(hf_generator),
+    untie_embeddings=sharing == 'untied',
+  )
 
 
 # --- Our tree -> HF names -------------------------------------------------------------

@@ -27,11 +27,13 @@ from electra_jax import (
   checkpointing,
   config_lib,
   flops,
+  hf_interop,
   loop,
   metric_writer,
   objectives,
   optim,
   pretrain_eval,
+  pretrained,
   sharding,
 )
 from electra_jax.data import pipeline, shards, tokenizers
@@ -361,6 +363,55 @@ def _report_end(
   )
 
 
+def _init_from(config: ml_collections.ConfigDict, state: TrainState, tokenizer_sha256: str):
+  """`state` with the parameters of config.checkpoint.init_from: another run's
+  workdir, or a released HF discriminator (with init_from_generator, its
+  generator). The optimizer and the step start afresh."""
+  source, generator = config.checkpoint.init_from, config.checkpoint.init_from_generator
+  if pretrained.is_workdir(source):
+    if generator:
+      raise config_lib.ConfigError(
+        'config.checkpoint.init_from_generator: goes with an HF init_from; the workdir '
+        f'{source} holds its own generator'
+      )
+    params, step = checkpointing.restore_params(
+      source, sharding.abstract(state.params), config.objective.name, tokenizer_sha256
+    )
+    logging.info(
+      'Initialised the parameters from step %d of %s; the optimizer and the step start afresh',
+      step,
+      source,
+    )
+    return state.replace(params=params)
+  if config.objective.name not in objectives.RTD_OBJECTIVES:
+    raise config_lib.ConfigError(
+      f'config.checkpoint.init_from: {source} is not a workdir, and an HF ELECTRA '
+      f'checkpoint can start the objectives {objectives.RTD_OBJECTIVES} only'
+    )
+  loaded = hf_interop.pretraining_params_from_hf(
+    source, generator or None, config, tokenizer_sha256
+  )
+  fresh = {k: v for k, v in state.params.items() if k in loaded}
+  differences = checkpointing.shape_differences(loaded, fresh)
+  if differences:
+    raise hf_interop.HFCheckpointError(
+      f'config.checkpoint.init_from: {source} does not fit this config '
+      f'({"; ".join(differences[:5])})'
+    )
+  # Without a generator checkpoint, the generator keeps its fresh initialisation.
+  params = {
+    k: jax.device_put(loaded[k], jax.tree.map(lambda x: x.sharding, v)) if k in loaded else v
+    for k, v in state.params.items()
+  }
+  logging.info(
+    'Initialised the parameters from the HF checkpoint %s%s; the optimizer and the step start '
+    'afresh',
+    source,
+    f' and {generator}' if generator else ' (the generator from random weights)',
+  )
+  return state.replace(params=params)
+
+
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> TrainState:
   """Pretrains ELECTRA as `config` says; logs, TensorBoard and checkpoints go to `workdir`."""
   # --- Config
@@ -445,18 +496,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> Train
         restored.data,
       )
     elif config.checkpoint.init_from:
-      params, source_step = checkpointing.restore_params(
-        config.checkpoint.init_from,
-        sharding.abstract(state.params),
-        config.objective.name,
-        data.metadata['tokenizer']['sha256'],
-      )
-      state = state.replace(params=params)
-      logging.info(
-        'Initialised the parameters from step %d of %s; the optimizer and the step start afresh',
-        source_step,
-        config.checkpoint.init_from,
-      )
+      state = _init_from(config, state, data.metadata['tokenizer']['sha256'])
     meta = functools.partial(
       checkpointing.checkpoint_meta,
       config,

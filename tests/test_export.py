@@ -16,7 +16,7 @@ import pytest
 from safetensors import numpy as safetensors_numpy
 
 from configs import tiny
-from electra_jax import checkpointing, optim, pretrained, sharding, train
+from electra_jax import checkpointing, hf_interop, optim, pretrained, sharding, train
 from electra_jax.data import shard_writer, tokenizers
 from tests.conftest import REPO, data_dir, require
 
@@ -323,3 +323,50 @@ def test_evaluate_and_predict_a_masked_lm(replace_mlm_workdir, held_out):
   assert 'tokens masked; the network guesses' in lines[-1]
   guessed = [line.split() for line in lines[1:-1] if len(line.split()) == 5]
   assert guessed and all(0 <= float(row[4]) <= 1 for row in guessed)
+
+
+def test_continued_pretraining_starts_from_released_hf_checkpoints(workdir, held_out, tmp_path):
+  # The released layout: an ElectraForPreTraining directory with vocab.txt, and
+  # the generator's ElectraForMaskedLM beside it.
+  hf = tmp_path / 'hf'
+  result = _cli('electra_jax.export', f'--workdir={workdir}', f'--output={hf}', '--generator')
+  assert result.returncode == 0, result.stderr[-3000:]
+  config = _config()
+  loaded = hf_interop.pretraining_params_from_hf(
+    str(hf), str(hf / 'generator'), config, tokenizers.file_sha256(_vocab())
+  )
+  expected = pretrained.load(workdir).params
+  assert jax.tree.structure(loaded) == jax.tree.structure(expected)
+  for got, want in zip(jax.tree.leaves(loaded), jax.tree.leaves(expected), strict=True):
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+  # Without the generator's directory, only the discriminator's side is read.
+  alone = hf_interop.pretraining_params_from_hf(
+    str(hf), None, config, tokenizers.file_sha256(_vocab())
+  )
+  assert set(alone) == {'embeddings', 'discriminator', 'discriminator_head'}
+  with pytest.raises(hf_interop.HFCheckpointError, match="vocab.txt is not the prepared data's"):
+    hf_interop.pretraining_params_from_hf(str(hf), None, config, 'the sha256 of another vocabulary')
+
+  args = [
+    'electra_jax.main',
+    '--config=configs/tiny.py',
+    '--config.model.vocab_size=30522',
+    f'--config.data.prepared_dir={held_out}',
+    '--config.num_train_steps=2',
+    f'--config.checkpoint.init_from={hf}',
+  ]
+  result = _cli(
+    *args,
+    '--config.model.num_layers=3',
+    f'--config.checkpoint.init_from_generator={hf / "generator"}',
+    f'--workdir={tmp_path / "continued"}',
+  )
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert (
+    f'Initialised the parameters from the HF checkpoint {hf} and {hf}/generator' in result.stderr
+  )
+  # Other sizes are refused before any step, naming the key.
+  result = _cli(*args, '--config.model.num_layers=2', f'--workdir={tmp_path / "smaller"}')
+  assert result.returncode == 2
+  assert 'its discriminator has num_layers 3 (this config: 2)' in result.stderr.splitlines()[-1]
