@@ -68,6 +68,7 @@ def _free_port() -> int:
     return s.getsockname()[1]
 
 
+@pytest.mark.heavy  # Two minutes of two processes training, then one resuming.
 def test_two_processes_train_like_one_and_resume_in_one(tmp_path, prepared):
   two, one = tmp_path / 'two_processes', tmp_path / 'one_process'
   address = f'localhost:{_free_port()}'

@@ -35,8 +35,11 @@ _STEPS = (
     ('electra_15', ()),
     # BERT with whole-word masking, over the trained sentencepiece tokenizer's words.
     ('mlm', ('--config.objective.masking=whole_word',)),
-    ('replace_mlm', ('--config.model.embedding_sharing=gdes',)),
-    ('all_tokens_mlm', ()),
+    # A minute each: heavy, so that the default run stays within its 15 minutes.
+    pytest.param(
+      'replace_mlm', ('--config.model.embedding_sharing=gdes',), marks=pytest.mark.heavy
+    ),
+    pytest.param('all_tokens_mlm', (), marks=pytest.mark.heavy),
   ],
 )
 def test_objective_trains_resumes_exactly_and_exports(tmp_path, prepared_tiny, objective, extra):
