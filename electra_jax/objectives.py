@@ -28,7 +28,7 @@ import numpy as np
 import optax
 
 from electra_jax import config_lib, prng
-from electra_jax.data.tokenizers import SpecialIds
+from electra_jax.data.tokenizers import SpecialIds, Tokenizer
 from electra_jax.model import ElectraPretrainingModel
 
 Array = jax.Array
@@ -72,15 +72,10 @@ def mask_tokens(
   become [MASK]; the others keep their token.
   """
   batch, length = input_ids.shape
-  candidates = (
-    (attention_mask > 0)
-    & (input_ids != special.cls)
-    & (input_ids != special.sep)
-    & (input_ids != special.pad)
+  candidates, budget = _candidates_and_budget(
+    input_ids, attention_mask, special, mask_prob, max_predictions
   )
-  num_tokens = jnp.sum(attention_mask > 0, axis=-1)
-  num_to_mask = jnp.clip(jnp.round(num_tokens * mask_prob).astype(jnp.int32), 1, max_predictions)
-  num_to_mask = jnp.minimum(num_to_mask, jnp.sum(candidates, axis=-1))
+  num_to_mask = jnp.minimum(budget, jnp.sum(candidates, axis=-1))
 
   choice_rng, keep_rng = jax.random.split(rng)
   # The top-k of iid uniform scores is a uniform draw without replacement;
@@ -88,33 +83,36 @@ def mask_tokens(
   scores = jnp.where(candidates, jax.random.uniform(choice_rng, (batch, length)), -1.0)
   _, positions = jax.lax.top_k(scores, min(max_predictions, length))
   positions = positions.astype(jnp.int32)
-  used = jnp.arange(positions.shape[1])[None, :] < num_to_mask[:, None]
-  weights = used.astype(jnp.float32)
-  labels = jnp.take_along_axis(input_ids, positions, axis=1)
+  weights = (jnp.arange(positions.shape[1])[None, :] < num_to_mask[:, None]).astype(jnp.float32)
+  return _write_masks(keep_rng, input_ids, positions, weights, special, mask_token_prob)
 
-  use_mask_token = jax.random.uniform(keep_rng, positions.shape) < mask_token_prob
-  masked_values = jnp.where(use_mask_token, special.mask, labels)
-  return MaskedBatch(
-    input_ids=_scatter(input_ids, positions, weights, masked_values),
-    positions=positions,
-    weights=weights,
-    labels=labels,
+
+def _candidates_and_budget(
+  input_ids: Array, attention_mask: Array, special: SpecialIds, mask_prob: float, limit: int
+) -> tuple[Array, Array]:
+  """([B, L] the tokens that may be masked: not [CLS], [SEP] or padding; [B] how many
+  to mask: max(1, min(limit, round(mask_prob * length))), length counting every
+  non-padding token as the released code does)."""
+  candidates = (
+    (attention_mask > 0)
+    & (input_ids != special.cls)
+    & (input_ids != special.sep)
+    & (input_ids != special.pad)
   )
+  num_tokens = jnp.sum(attention_mask > 0, axis=-1)
+  return candidates, jnp.clip(jnp.round(num_tokens * mask_prob).astype(jnp.int32), 1, limit)
 
 
-def _mask_chosen(
+def _write_masks(
   rng: Array,
   input_ids: Array,
-  chosen: Array,
+  positions: Array,
+  weights: Array,
   special: SpecialIds,
   mask_token_prob: float,
-  slots: int,
 ) -> MaskedBatch:
-  """The MaskedBatch of the positions where `chosen` [B, L] is true, in order."""
-  count = jnp.sum(chosen, axis=-1)
-  # Chosen positions first, each row's in position order (a stable sort).
-  positions = jnp.argsort(~chosen, axis=-1, stable=True)[:, :slots].astype(jnp.int32)
-  weights = (jnp.arange(slots)[None, :] < count[:, None]).astype(jnp.float32)
+  """The MaskedBatch of the used slots of `positions`: [MASK] written into a fraction
+  `mask_token_prob` of them, the others keeping their token."""
   labels = jnp.take_along_axis(input_ids, positions, axis=1)
   use_mask_token = jax.random.uniform(rng, positions.shape) < mask_token_prob
   masked_values = jnp.where(use_mask_token, special.mask, labels)
@@ -147,14 +145,9 @@ def mask_whole_words(
   """
   batch, length = input_ids.shape
   positions = jnp.arange(length)
-  candidates = (
-    (attention_mask > 0)
-    & (input_ids != special.cls)
-    & (input_ids != special.sep)
-    & (input_ids != special.pad)
+  candidates, budget = _candidates_and_budget(
+    input_ids, attention_mask, special, mask_prob, max_predictions
   )
-  num_tokens = jnp.sum(attention_mask > 0, axis=-1)
-  budget = jnp.clip(jnp.round(num_tokens * mask_prob).astype(jnp.int32), 1, max_predictions)
 
   # A candidate starts a word unless it continues one that a candidate started.
   previous_candidate = jnp.pad(candidates[:, :-1], ((0, 0), (1, 0)))
@@ -169,7 +162,7 @@ def mask_whole_words(
   scores = jax.random.uniform(choice_rng, (batch, length))
   scores = jnp.where(candidates, jnp.take_along_axis(scores, start_of, axis=1), -1.0)
   order = jnp.argsort(-scores, axis=-1, stable=True)  # [B, L]
-  ordered_starts = jnp.take_along_axis(starts & candidates, order, axis=1)
+  ordered_starts = jnp.take_along_axis(starts, order, axis=1)
   ordered_sizes = jnp.take_along_axis(sizes, order, axis=1)
 
   def take(count, step):
@@ -183,9 +176,12 @@ def mask_whole_words(
   taken = jnp.zeros((batch, length), bool).at[rows, order].set(taken_starts.T)
   # A piece is chosen when its word's start was taken.
   chosen = candidates & jnp.take_along_axis(taken, jnp.maximum(start_of, 0), axis=1)
-  return _mask_chosen(
-    keep_rng, input_ids, chosen, special, mask_token_prob, min(max_predictions, length)
-  )
+  # Chosen positions first, each row's in position order (a stable sort).
+  slots = min(max_predictions, length)
+  chosen_positions = jnp.argsort(~chosen, axis=-1, stable=True)[:, :slots].astype(jnp.int32)
+  count = jnp.sum(chosen, axis=-1)
+  weights = (jnp.arange(slots)[None, :] < count[:, None]).astype(jnp.float32)
+  return _write_masks(keep_rng, input_ids, chosen_positions, weights, special, mask_token_prob)
 
 
 def sample_tokens(
@@ -350,14 +346,17 @@ class Settings:
     cls,
     config: ml_collections.ConfigDict,
     special: SpecialIds,
-    continues_word: np.ndarray | None = None,
+    tokenizer: Tokenizer | None = None,
   ) -> 'Settings':
-    """`continues_word` is the tokenizer's table (Tokenizer.continues_word), which
-    whole-word masking needs; a step timed or compiled without a tokenizer may
-    leave it out, and then every piece is its own word (the same program)."""
+    """Whole-word masking reads its table from `tokenizer`, and only then; a step
+    timed or compiled without a tokenizer may leave it out, and then every piece
+    is its own word (the same program)."""
     o = config.objective
-    if o.masking == 'whole_word' and continues_word is None:
-      continues_word = np.zeros(config.model.vocab_size, bool)
+    continues_word = None
+    if o.masking == 'whole_word':
+      continues_word = (
+        np.zeros(config.model.vocab_size, bool) if tokenizer is None else tokenizer.continues_word()
+      )
     return cls(
       name=o.name,
       special=special,
@@ -370,7 +369,7 @@ class Settings:
       uniform_generator=o.uniform_generator,
       disallow_correct=o.disallow_correct,
       vocab_size=config.model.vocab_size,
-      continues_word=continues_word if o.masking == 'whole_word' else None,
+      continues_word=continues_word,
     )
 
   @property

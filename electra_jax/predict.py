@@ -69,7 +69,7 @@ def describe(
     if mask_prob is not None:
       config = config.copy_and_resolve_references()
       config.objective.mask_prob = mask_prob
-    obj = objectives.Settings.from_config(config, tokenizer.special_ids, tokenizer.continues_word())
+    obj = objectives.Settings.from_config(config, tokenizer.special_ids, tokenizer)
     out = objectives.pretraining_outputs(
       source.params,
       jax.tree.map(jnp.asarray, batch),

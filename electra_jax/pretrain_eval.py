@@ -179,9 +179,7 @@ class HeldOut:
       )
     self.num_batches = num_batches or config.eval.num_batches
     self._batch_sharding = batch_sharding
-    obj = Settings.from_config(
-      config, self.data.special_ids, self.data.tokenizer().continues_word()
-    )
+    obj = Settings.from_config(config, self.data.special_ids, self.data.tokenizer())
     self._step = make_eval_step(model, obj, config, param_shardings, batch_sharding)
 
   def run(self, params: Any) -> dict[str, float]:

@@ -252,10 +252,10 @@ def setup_train_step(
   config: ml_collections.ConfigDict,
   mesh: jax.sharding.Mesh,
   special: tokenizers.SpecialIds,
-  continues_word: np.ndarray | None = None,
+  tokenizer: tokenizers.Tokenizer | None = None,
 ) -> tuple[TrainState, Any, NamedSharding, float]:
   """Model, optimizer, sharded initial state and the compiled step, under `mesh`.
-  `continues_word` is the tokenizer's table for whole-word masking.
+  `tokenizer` gives whole-word masking its table.
 
   Returns (state, compiled train step, batch sharding, compile seconds).
   """
@@ -264,7 +264,7 @@ def setup_train_step(
   state, state_shardings = create_train_state(config, model, tx, mesh)
   batch_sharding = sharding.batch_sharding(mesh, config.mesh.logical_axis_rules)
   start = time.perf_counter()
-  obj = objectives.Settings.from_config(config, special, continues_word)
+  obj = objectives.Settings.from_config(config, special, tokenizer)
   train_step = make_train_step(config, model, tx, obj)
   step = compile_train_step(train_step, state, state_shardings, batch_sharding, config)
   return state, step, batch_sharding, time.perf_counter() - start
@@ -478,7 +478,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> Train
 
     # --- Model, state and train step
     state, train_step, batch_sharding, compile_s = setup_train_step(
-      config, mesh, data.special_ids, data.tokenizer().continues_word()
+      config, mesh, data.special_ids, data.tokenizer()
     )
     logging.info('Parameters: %s', parameter_counts(state.params))
     logging.info('Compiled the train step in %.1f s', compile_s)
