@@ -503,10 +503,10 @@ class SequenceClassifier(nn.Module):
   def __call__(
     self, input_ids: Array, token_type_ids: Array, attention_mask: Array, deterministic: bool = True
   ) -> Array:
-    """float32 logits [B, num_outputs]."""
+    """float32 logits [B, num_outputs] ([B, L, num_outputs] for TokenClassifier)."""
     embedded = Embeddings(self.cfg, name='embeddings')(input_ids, token_type_ids, deterministic)
     hidden = Encoder(self.cfg, name='discriminator')(embedded, attention_mask, deterministic)
-    cls = Dropout(self.head_dropout_rate)(hidden[:, 0], deterministic=deterministic)
+    read = Dropout(self.head_dropout_rate)(self._read(hidden), deterministic=deterministic)
     # tf.layers.dense's default initialisation, as the released head.
     return nn.Dense(
       self.num_outputs,
@@ -514,32 +514,17 @@ class SequenceClassifier(nn.Module):
       kernel_init=nn.with_logical_partitioning(nn.initializers.xavier_uniform(), ('embed', None)),
       bias_init=_zeros((None,)),
       name='classifier',
-    )(cls.astype(jnp.float32))
+    )(read.astype(jnp.float32))
+
+  def _read(self, hidden: Array) -> Array:
+    """What the head reads of the final hidden states [B, L, H]: [CLS]'s."""
+    return hidden[:, 0]
 
 
-class TokenClassifier(nn.Module):
-  """The discriminator with a head on every token, for tagging (NER, chunking).
+class TokenClassifier(SequenceClassifier):
+  """The discriminator with a head on every token, for tagging (NER, chunking):
+  as the released code's tagging head, SequenceClassifier's dropout and linear
+  layer on each final hidden state."""
 
-  As the released code's tagging head: dropout on each final hidden state, then
-  one linear layer to the tag logits. Parameter names match SequenceClassifier's.
-  """
-
-  cfg: EncoderConfig
-  num_outputs: int
-  head_dropout_rate: float = 0.1
-
-  @nn.compact
-  def __call__(
-    self, input_ids: Array, token_type_ids: Array, attention_mask: Array, deterministic: bool = True
-  ) -> Array:
-    """float32 logits [B, L, num_outputs]."""
-    embedded = Embeddings(self.cfg, name='embeddings')(input_ids, token_type_ids, deterministic)
-    hidden = Encoder(self.cfg, name='discriminator')(embedded, attention_mask, deterministic)
-    hidden = Dropout(self.head_dropout_rate)(hidden, deterministic=deterministic)
-    return nn.Dense(
-      self.num_outputs,
-      dtype=jnp.float32,
-      kernel_init=nn.with_logical_partitioning(nn.initializers.xavier_uniform(), ('embed', None)),
-      bias_init=_zeros((None,)),
-      name='classifier',
-    )(hidden.astype(jnp.float32))
+  def _read(self, hidden: Array) -> Array:
+    return hidden
