@@ -73,23 +73,18 @@ def test_an_english_vocabulary_cuts_as_transformers_does(tmp_path):
 
 
 def test_sentencepiece_and_bad_requests(tmp_path):
-  result = _run(
+  args = (
     'electra_jax.build_vocab',
     f'--corpus={_kowiki("00")}',
     f'--output={tmp_path}',
     '--vocab_size=4000',
     '--type=sentencepiece',
   )
+  result = _run(*args)
   assert result.returncode == 0, result.stderr[-3000:]
   tokenizer = tokenizers.SentencePieceTokenizer(str(tmp_path / 'spm.model'))
   assert tokenizer.vocab_size == 4000 and tokenizer.special_ids == tokenizers.TRAINED_SPECIAL_IDS
-  result = _run(
-    'electra_jax.build_vocab',
-    f'--corpus={_kowiki("00")}',
-    f'--output={tmp_path}',
-    '--vocab_size=4000',
-    '--type=sentencepiece',
-  )
+  result = _run(*args)  # Again, into the same folder.
   assert result.returncode == 2
   assert result.stderr.strip().splitlines()[-1] == (
     f'error: --output={tmp_path}: already holds spm.model; choose another folder or delete it'
