@@ -13,7 +13,11 @@ setuptools.setup(
   install_requires=[
     'absl-py>=2.1',
     'array-record>=0.8.6,<0.9',
+    # Every path through etils.epath (storage.py); gcsfs serves its gs:// and
+    # brings google-cloud-storage, which tensorboardX uses for event files there.
+    'etils[epath]>=1.15',
     'flax>=0.12.8,<0.13',
+    'gcsfs>=2026.10',
     'grain>=0.2.18,<0.3',
     # tensorflow-datasets imports it when it builds or opens datasets but
     # does not declare it.
@@ -39,6 +43,7 @@ setuptools.setup(
     # tensorflow-cpu: builds and streams a TFRecord-format TFDS dataset in
     # the tests (reading ArrayRecord-format ones needs no TensorFlow).
     # pytest-xdist: the suite runs on 2 worker processes, one test file each.
+    # gcp-storage-emulator: the local GCS server of tests/test_gcs.py.
     # nbclient, nbformat, ipykernel: the Colab notebook is executed in a test.
     # ruff: the linter and formatter that .ci/run applies (pyproject.toml),
     # pinned so that its style does not move under us.
@@ -48,6 +53,7 @@ setuptools.setup(
     'test': [
       'pytest>=8',
       'pytest-xdist>=3.5,<4',
+      'gcp-storage-emulator>=2026.7',
       'scipy>=1.10',
       'tensorflow-cpu==2.21.0',
       'torch==2.13.0',

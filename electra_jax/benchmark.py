@@ -33,7 +33,17 @@ import jax
 from ml_collections import config_flags
 import numpy as np
 
-from electra_jax import checkpointing, cli, config_lib, errors, flops, loop, sharding, train
+from electra_jax import (
+  checkpointing,
+  cli,
+  config_lib,
+  errors,
+  flops,
+  loop,
+  sharding,
+  storage,
+  train,
+)
 from electra_jax.data import pipeline, shard_writer, tokenizers
 
 _CONFIG = config_flags.DEFINE_config_file(
@@ -57,7 +67,8 @@ _INPUT_CORPUS = flags.DEFINE_string(
 _INPUT_DIR = flags.DEFINE_string(
   'input_dir',
   None,
-  'Where --input_corpus is prepared; must not exist yet (default: a temporary directory).',
+  'Where --input_corpus is prepared, local or gs://; must not exist yet (default: a '
+  'temporary directory).',
 )
 _PROFILE_DIR = flags.DEFINE_string(
   'profile_dir',
@@ -267,7 +278,7 @@ def time_checkpoints(config, state, step, batch, workdir: str, saves: int = 3) -
 
 def run_input(config, corpus: str, directory: str, seconds: float) -> dict[str, float]:
   """Prepares `corpus` into `directory`, then reads batches for `seconds`."""
-  if os.path.exists(directory):
+  if storage.exists(directory):
     raise errors.UserError(
       f'--input_dir={directory} exists; the preparation benchmark needs a fresh directory'
     )

@@ -16,11 +16,13 @@ the learned pieces. Sentencepiece writes OUTPUT/spm.model, trained as
 
 from collections.abc import Iterable, Iterator
 import os
+import tempfile
 
 from absl import flags, logging
+from etils import epath
 import tqdm
 
-from electra_jax import cli
+from electra_jax import cli, storage
 from electra_jax.data import packing, sources, tokenizers
 
 _CORPUS = flags.DEFINE_string(
@@ -97,9 +99,7 @@ def build_wordpiece(
   assert tuple(pieces[:special]) == tokenizers.SPECIAL_TOKENS, pieces[:special]
   pieces = [*pieces[:special], *(f'[unused{i}]' for i in range(unused)), *pieces[special:]]
   path = os.path.join(output, 'vocab.txt')
-  with open(path + '.tmp', 'w', encoding='utf-8') as f:
-    f.writelines(f'{piece}\n' for piece in pieces)
-  os.replace(path + '.tmp', path)
+  storage.write_text(path, ''.join(f'{piece}\n' for piece in pieces))
   if len(pieces) < vocab_size:
     logging.warning(
       'The corpus gave %d ids, not %d: it has too few distinct pieces for that size',
@@ -118,11 +118,11 @@ def main(argv: list[str]) -> None:
       '(the special tokens, the unused slots and 100 pieces)'
     )
   name = 'vocab.txt' if _TYPE.value == 'wordpiece' else 'spm.model'
-  if os.path.exists(os.path.join(_OUTPUT.value, name)):
+  if storage.exists(os.path.join(_OUTPUT.value, name)):
     raise tokenizers.TokenizerError(
       f'--output={_OUTPUT.value}: already holds {name}; choose another folder or delete it'
     )
-  os.makedirs(_OUTPUT.value, exist_ok=True)
+  epath.Path(_OUTPUT.value).mkdir(parents=True, exist_ok=True)
   units, lines = _lines(_CORPUS.value)
   logging.info(
     'Building a %d-id %s vocabulary from %d files', _VOCAB_SIZE.value, _TYPE.value, len(units)
@@ -143,19 +143,24 @@ def main(argv: list[str]) -> None:
     use = f'--vocab={path} --config.data.lower_case={lower_case}'
   else:
     sentences = (s for line in lines for s in packing.split_sentences(line))
-    try:
-      path = tokenizers.train_sentencepiece(
-        sentences,
-        os.path.join(_OUTPUT.value, 'spm'),
-        vocab_size=_VOCAB_SIZE.value,
-        model_type='unigram',
-        max_sentences=_MAX_SENTENCES.value,
-      )
-    except RuntimeError as e:  # sentencepiece reports a size it cannot reach this way.
-      raise tokenizers.TokenizerError(
-        f'--vocab_size={_VOCAB_SIZE.value}: sentencepiece could not train it on this corpus '
-        f'({e}); give another size, or more text'
-      ) from None
+    # sentencepiece writes local files: train in a temporary folder, then copy.
+    with tempfile.TemporaryDirectory(prefix='electra_jax_spm_') as tmp:
+      try:
+        tokenizers.train_sentencepiece(
+          sentences,
+          os.path.join(tmp, 'spm'),
+          vocab_size=_VOCAB_SIZE.value,
+          model_type='unigram',
+          max_sentences=_MAX_SENTENCES.value,
+        )
+      except RuntimeError as e:  # sentencepiece reports a size it cannot reach this way.
+        raise tokenizers.TokenizerError(
+          f'--vocab_size={_VOCAB_SIZE.value}: sentencepiece could not train it on this corpus '
+          f'({e}); give another size, or more text'
+        ) from None
+      for suffix in ('.model', '.vocab'):
+        storage.copy(os.path.join(tmp, 'spm' + suffix), os.path.join(_OUTPUT.value, 'spm' + suffix))
+    path = os.path.join(_OUTPUT.value, 'spm.model')
     tokenizer = tokenizers.SentencePieceTokenizer(path)
     use = f'--spm_model={path}'
   print(f'{path}: {tokenizer.vocab_size} ids')

@@ -103,14 +103,17 @@ def _no_tpu_here() -> bool:
   return not any(glob.glob(pattern) for pattern in accelerators)
 
 
-class _HideOrbaxInfo(std_logging.Filter):
-  """orbax logs dozens of INFO lines per checkpoint, burying the training log; they
-  show again with --verbosity=1, and its warnings and errors always show."""
+class _HideLibraryInfo(std_logging.Filter):
+  """orbax logs dozens of INFO lines per checkpoint, and gcsfs one per file it
+  opens, burying the training log; they show again with --verbosity=1, and
+  their warnings and errors always show."""
+
+  _LIBRARIES = tuple(f'{os.sep}{name}{os.sep}' for name in ('orbax', 'gcsfs'))
 
   def filter(self, record: std_logging.LogRecord) -> bool:
     return (
       record.levelno >= std_logging.WARNING
-      or f'{os.sep}orbax{os.sep}' not in record.pathname
+      or not any(library in record.pathname for library in self._LIBRARIES)
       or logging.get_verbosity() >= logging.DEBUG
     )
 
@@ -126,7 +129,7 @@ def run(main: Callable[[list[str]], None], *, takes_arguments: bool = False) -> 
       fail(f'unexpected arguments {" ".join(argv[1:])}; flags take the form --name=value')
     if 'JAX_PLATFORMS' not in os.environ and _no_tpu_here():
       jax.config.update('jax_platforms', 'cpu')
-    logging.get_absl_handler().addFilter(_HideOrbaxInfo())
+    logging.get_absl_handler().addFilter(_HideLibraryInfo())
     try:
       main(argv)
     except errors.UserError as e:

@@ -17,11 +17,10 @@ back out (a lossless round trip).
 
 import json
 import os
-import shutil
 
 from absl import flags, logging
 
-from electra_jax import cli, config_lib, hf_interop, objectives, pretrained
+from electra_jax import cli, config_lib, hf_interop, objectives, pretrained, storage
 from electra_jax.data import tokenizers
 
 _WORKDIR = flags.DEFINE_string('workdir', None, 'A pretraining workdir (or an HF directory).')
@@ -42,7 +41,7 @@ def _write_tokenizer(
       directory,
     )
     return
-  shutil.copyfile(tokenizer.vocab_path, os.path.join(directory, 'vocab.txt'))
+  storage.copy(tokenizer.file_path, os.path.join(directory, 'vocab.txt'))
   special = dict(
     zip(
       ('pad_token', 'unk_token', 'cls_token', 'sep_token', 'mask_token'), tokenizers.SPECIAL_TOKENS
@@ -56,8 +55,7 @@ def _write_tokenizer(
     **special,
   }
   for name, value in (('tokenizer_config.json', settings), ('special_tokens_map.json', special)):
-    with open(os.path.join(directory, name), 'w') as f:
-      json.dump(value, f, indent=2)
+    storage.write_text(os.path.join(directory, name), json.dumps(value, indent=2))
 
 
 def export(source: pretrained.Pretrained, output: str, *, generator: bool = False) -> list[str]:

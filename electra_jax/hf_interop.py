@@ -17,12 +17,13 @@ import json
 import os
 from typing import Any
 
+from etils import epath
 import jax
 import numpy as np
 from safetensors import numpy as safetensors_numpy
 
 from configs import common
-from electra_jax import config_lib, errors
+from electra_jax import config_lib, errors, storage
 from electra_jax.config_lib import EncoderConfig
 from electra_jax.data import tokenizers
 from electra_jax.model import fold_embeddings
@@ -233,7 +234,7 @@ def pretraining_params_from_hf(
       "with model.embedding_sharing 'tied' or 'untied' and an untied generator"
     )
   vocab = os.path.join(discriminator_dir, 'vocab.txt')
-  if not os.path.exists(vocab):
+  if not epath.Path(vocab).exists():
     raise HFCheckpointError(f'{what}: {discriminator_dir} has no vocab.txt to check the data by')
   if tokenizers.file_sha256(vocab) != tokenizer_sha256:
     raise HFCheckpointError(
@@ -357,16 +358,15 @@ def masked_lm_to_hf(
 
 def read_hf_dir(directory: str) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
   """(config.json as a dict, state dict with `electra.` names) of an HF directory."""
-  config_path = os.path.join(directory, 'config.json')
-  if not os.path.exists(config_path):
+  config_path = epath.Path(directory, 'config.json')
+  if not config_path.exists():
     raise HFCheckpointError(f'{directory}: no config.json, so not an HF model directory')
-  with open(config_path) as f:
-    config = json.load(f)
-  safetensors_path = os.path.join(directory, 'model.safetensors')
-  torch_path = os.path.join(directory, 'pytorch_model.bin')
-  if os.path.exists(safetensors_path):
-    sd = dict(safetensors_numpy.load_file(safetensors_path))
-  elif os.path.exists(torch_path):
+  config = json.loads(config_path.read_text())
+  safetensors_path = epath.Path(directory, 'model.safetensors')
+  torch_path = epath.Path(directory, 'pytorch_model.bin')
+  if safetensors_path.exists():
+    sd = dict(safetensors_numpy.load(safetensors_path.read_bytes()))
+  elif torch_path.exists():
     try:
       import torch  # pylint: disable=g-import-not-at-top
     except ImportError:
@@ -375,7 +375,8 @@ def read_hf_dir(directory: str) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         'torch), or convert it to model.safetensors'
       ) from None
     # weights_only: tensors and containers only; any code in the pickle is refused.
-    loaded = torch.load(torch_path, map_location='cpu', weights_only=True)
+    with torch_path.open('rb') as f:
+      loaded = torch.load(f, map_location='cpu', weights_only=True)
     sd = {k: v.float().numpy() for k, v in loaded.items()}
   else:
     raise HFCheckpointError(f'{directory}: neither model.safetensors nor pytorch_model.bin')
@@ -385,15 +386,12 @@ def read_hf_dir(directory: str) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
 
 
 def write_hf_dir(directory: str, config: Mapping[str, Any], sd: StateDict) -> None:
-  os.makedirs(directory, exist_ok=True)
-  with open(os.path.join(directory, 'config.json'), 'w') as f:
-    json.dump(dict(config), f, indent=2, sort_keys=True)
+  """Writes config.json and model.safetensors into `directory` (local or a URL)."""
+  epath.Path(directory).mkdir(parents=True, exist_ok=True)
+  storage.write_text(
+    os.path.join(directory, 'config.json'), json.dumps(dict(config), indent=2, sort_keys=True)
+  )
   tensors = {k: np.ascontiguousarray(v, np.float32) for k, v in sd.items()}
-  path = os.path.join(directory, 'model.safetensors')
-  safetensors_numpy.save_file(tensors, path, metadata={'format': 'pt'})
-  # safetensors writes through a private temporary file (mode 0600); give the
-  # model the mode any new file of this user gets, so that others on a shared
-  # cluster can read it where the umask allows.
-  umask = os.umask(0)
-  os.umask(umask)
-  os.chmod(path, 0o666 & ~umask)
+  with storage.staged(os.path.join(directory, 'model.safetensors')) as local:
+    with open(local, 'wb') as f:
+      f.write(safetensors_numpy.save(tensors, metadata={'format': 'pt'}))

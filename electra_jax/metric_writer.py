@@ -1,14 +1,16 @@
 """Scalars to the console and to TensorBoard event files, from process 0 only."""
 
 from collections.abc import Mapping, Sequence
-import glob
 import os
 import struct
 import sys
 import time
 
 from absl import logging
+from etils import epath
 import jax
+
+from electra_jax import storage
 
 
 def _import_tensorboardx_without_torch() -> None:
@@ -43,7 +45,9 @@ def _figure(value: float) -> str:
 class MetricWriter:
   """Writes `prefix/name` scalars; a no-op on processes other than 0.
 
-  Each write reaches the event file before it returns. tensorboardX's
+  Each write reaches the event file before it returns. `logdir` may be a
+  gs:// URL: tensorboardX then uploads the whole file at each write, which is
+  small (one event per log window). tensorboardX's
   SummaryWriter hands events to a background thread, and its flush() does not
   wait for that queue, so a crash right after a checkpoint could lose the
   metrics of steps that a resume will not redo; this writes synchronously.
@@ -89,9 +93,8 @@ class MetricWriter:
 def read_scalars(workdir: str) -> dict[str, list[tuple[int, float]]]:
   """{tag: [(step, value), ...]} from the TFRecord event files in `workdir`."""
   scalars: dict[str, list[tuple[int, float]]] = {}
-  for path in sorted(glob.glob(os.path.join(workdir, 'events.out.tfevents.*'))):
-    with open(path, 'rb') as f:
-      data = f.read()
+  for path in storage.glob(os.path.join(workdir, 'events.out.tfevents.*')):
+    data = epath.Path(path).read_bytes()
     offset = 0
     while offset < len(data):
       (length,) = struct.unpack('<Q', data[offset : offset + 8])

@@ -8,7 +8,6 @@ whichever kind of directory `path` is.
 import dataclasses
 import json
 import os
-import tempfile
 from typing import Any
 
 from etils import epath
@@ -80,7 +79,7 @@ def load(path: str, **runtime: Any) -> Pretrained:
   scan_unroll)."""
   if is_workdir(path):
     return _load_workdir(path, runtime)
-  if os.path.exists(os.path.join(path, 'config.json')):
+  if (epath.Path(path) / 'config.json').exists():
     return _load_hf(path, runtime)
   raise errors.UserError(
     f'{path}: neither a pretraining workdir (no checkpoints/) nor an HF '
@@ -104,10 +103,6 @@ def _workdir_tokenizer(workdir: str, meta: dict[str, Any]) -> tokenizers.Tokeniz
   spec = meta['tokenizer']
   for directory in (epath.Path(workdir) / 'tokenizer', epath.Path(meta['data_dir']) / 'tokenizer'):
     if (directory / spec['file']).exists():
-      if '://' in str(directory):  # Tokenizer libraries read local files.
-        local = tempfile.mkdtemp(prefix='electra_jax_tokenizer_')
-        (directory / spec['file']).copy(epath.Path(local) / spec['file'])
-        directory = local
       return tokenizers.load_tokenizer(spec, str(directory))
   raise tokenizers.TokenizerError(
     f'{workdir}: the tokenizer file {spec["file"]} is in neither {workdir}/tokenizer nor '
@@ -124,11 +119,10 @@ def _load_hf(directory: str, runtime: dict[str, Any]) -> Pretrained:
 
 def _hf_tokenizer(directory: str) -> tokenizers.Tokenizer | None:
   vocab = os.path.join(directory, 'vocab.txt')
-  if not os.path.exists(vocab):
+  if not epath.Path(vocab).exists():
     return None
   lower_case = True
-  settings = os.path.join(directory, 'tokenizer_config.json')
-  if os.path.exists(settings):
-    with open(settings) as f:
-      lower_case = json.load(f).get('do_lower_case', True)
+  settings = epath.Path(directory, 'tokenizer_config.json')
+  if settings.exists():
+    lower_case = json.loads(settings.read_text()).get('do_lower_case', True)
   return tokenizers.WordPieceTokenizer(vocab, lower_case=lower_case)

@@ -12,7 +12,7 @@ import json
 
 from absl import flags
 
-from electra_jax import cli
+from electra_jax import cli, storage
 from electra_jax.finetune import ridge_probes, task_flags
 
 _FLAGS = task_flags.define_task_flags(
@@ -26,8 +26,7 @@ def main(argv: list[str]) -> None:
   files = _FLAGS.task_files()
   results = ridge_probes.probe(_FLAGS.config.value, files, _FLAGS.init.value)
   if _OUTPUT.value:
-    with open(_OUTPUT.value, 'w') as f:
-      json.dump(results, f, indent=1)
+    storage.write_text(_OUTPUT.value, json.dumps(results, indent=1))
   print(ridge_probes.results_table(results))
   task = files.task
   split, metric = task.dev_splits[0], task.metrics[0]  # The task's main figure.

@@ -220,7 +220,7 @@ def test_evaluate_reports_auc_on_held_out_data(workdir, held_out, tmp_path, tiny
   options = shard_writer.PrepareOptions(
     corpus=f'wiki:{data_dir()}/wikipedia/AA/wiki_99',
     max_seq_length=64,
-    spm_model=tiny_tokenizer.model_path,
+    spm_model=tiny_tokenizer.file_path,
   )
   other = shard_writer.prepare(options, str(tmp_path / 'other'), num_workers=1, progress=False)
   result = _cli('electra_jax.evaluate', f'--workdir={workdir}', f'--data={other.directory}')

@@ -3,9 +3,11 @@
 `prepare(options, output_dir)` plans the work units of the corpus, sets up
 the tokenizer (a WordPiece vocab, a sentencepiece model, or a new
 sentencepiece model trained on a sample), then turns every unit into one
-shard in a pool of worker processes. Each shard is written under a temporary
-name and renamed when complete, so a killed run resumes where it stopped and a
-rerun never touches finished shards. See `shards.py` for the layout.
+shard in a pool of worker processes. Each shard appears only when complete
+(renamed from a temporary name, or uploaded whole to a bucket), and its counts
+file after it, so a killed run resumes where it stopped and a rerun never
+touches finished shards. `output_dir` may be local or a gs:// URL. See
+`shards.py` for the layout.
 """
 
 from collections.abc import Iterator
@@ -15,16 +17,18 @@ import json
 import multiprocessing
 import os
 import shutil
+import tempfile
 import time
 from typing import Any
 
 from absl import logging
 from array_record.python import array_record_module
+from etils import epath
 import ml_collections
 import numpy as np
 import tqdm
 
-from electra_jax import errors
+from electra_jax import errors, storage
 from electra_jax.data import packing, shards, sources, tokenizers
 
 
@@ -125,30 +129,30 @@ def _setup_tokenizer(
     tokenizer = tokenizers.SentencePieceTokenizer(options.spm_model)
   else:
     model = os.path.join(directory, 'spm.model')
-    if not os.path.exists(model):
+    if not epath.Path(model).exists():
       logging.info(
         'Training a %d-piece sentencepiece model on up to %d sentences',
         options.spm_vocab_size,
         options.spm_sample_sentences,
       )
-      tmp = os.path.join(directory, f'.training-{os.getpid()}')
-      os.makedirs(tmp, exist_ok=True)
-      try:
-        trained = tokenizers.train_sentencepiece(
-          _sample_sentences(units, options),
-          os.path.join(tmp, 'spm'),
-          vocab_size=options.spm_vocab_size,
-          model_type=options.spm_model_type,
-          max_sentences=options.spm_sample_sentences,
-        )
-      except RuntimeError as e:  # sentencepiece reports a too-small corpus this way.
-        raise PrepareError(
-          f'training a {options.spm_vocab_size}-piece sentencepiece model on '
-          f'{options.corpus!r} failed ({e}); use a smaller --spm_vocab_size '
-          'or more text'
-        ) from None
-      os.replace(trained, model)
-      shutil.rmtree(tmp, ignore_errors=True)
+      with tempfile.TemporaryDirectory(prefix='electra_jax_spm_') as tmp:
+        try:
+          trained = tokenizers.train_sentencepiece(
+            _sample_sentences(units, options),
+            os.path.join(tmp, 'spm'),
+            vocab_size=options.spm_vocab_size,
+            model_type=options.spm_model_type,
+            max_sentences=options.spm_sample_sentences,
+          )
+        except RuntimeError as e:  # sentencepiece reports a too-small corpus this way.
+          raise PrepareError(
+            f'training a {options.spm_vocab_size}-piece sentencepiece model on '
+            f'{options.corpus!r} failed ({e}); use a smaller --spm_vocab_size '
+            'or more text'
+          ) from None
+        epath.Path(directory).mkdir(parents=True, exist_ok=True)
+        with storage.staged(model) as local:
+          shutil.copyfile(trained, local)
     return tokenizers.SentencePieceTokenizer(model)
   return tokenizers.copy_tokenizer_file(tokenizer, directory)
 
@@ -195,25 +199,24 @@ def _write_shard(
   dtype = shards.record_dtype(tokenizer.vocab_size, options.max_seq_length)
   read_stats = sources.ReadStats()
   documents = text_bytes = unknown = 0
-  final = shards.shard_path(output_dir, index)
-  tmp = f'{final}.tmp-{os.getpid()}'
-  writer = array_record_module.ArrayRecordWriter(tmp, 'group_size:1')
-  try:
-    for doc in sources.read_documents(unit, options.read, read_stats):
-      documents += 1
-      text_bytes += sum(len(line.encode('utf-8')) + 1 for line in doc)
-      lines = (
-        [s for line in doc for s in packing.split_sentences(line)]
-        if options.split_sentences
-        else doc
-      )
-      sentences = tokenizer.encode(lines)
-      unknown += sum(ids.count(tokenizer.unk_id) for ids in sentences)
-      for record in builder.add_document(sentences):
-        writer.write(record.astype(dtype).tobytes())
-  finally:
-    writer.close()
-  os.replace(tmp, final)
+  # ArrayRecord writes local files only: a shard for a bucket is uploaded when complete.
+  with storage.staged(shards.shard_path(output_dir, index)) as local:
+    writer = array_record_module.ArrayRecordWriter(local, 'group_size:1')
+    try:
+      for doc in sources.read_documents(unit, options.read, read_stats):
+        documents += 1
+        text_bytes += sum(len(line.encode('utf-8')) + 1 for line in doc)
+        lines = (
+          [s for line in doc for s in packing.split_sentences(line)]
+          if options.split_sentences
+          else doc
+        )
+        sentences = tokenizer.encode(lines)
+        unknown += sum(ids.count(tokenizer.unk_id) for ids in sentences)
+        for record in builder.add_document(sentences):
+          writer.write(record.astype(dtype).tobytes())
+    finally:
+      writer.close()
   stats = {
     'source': unit.name,
     'documents': documents,
@@ -224,7 +227,7 @@ def _write_shard(
     'seconds': time.perf_counter() - start,
     **dataclasses.asdict(builder.stats),
   }
-  shards.write_json_atomic(shards.shard_stats_path(output_dir, index), stats)
+  storage.write_json(shards.shard_stats_path(output_dir, index), stats)
   return stats
 
 
@@ -234,10 +237,9 @@ def _write_shard(
 def _check_plan(output_dir: str, plan: dict[str, Any]) -> None:
   """Refuses to continue an output directory that another plan started."""
   path = os.path.join(output_dir, 'plan.json')
-  if not os.path.exists(path):
+  if not epath.Path(path).exists():
     return
-  with open(path) as f:
-    previous = json.load(f)
+  previous = storage.read_json(path)
   if previous != json.loads(json.dumps(plan)):
     differing = sorted(
       k
@@ -273,17 +275,19 @@ def prepare(
   options.validate(max_position_embeddings)
   units = sources.plan_units(options.corpus, options.read)
   plan = {'options': options.as_json(), 'units': [dataclasses.asdict(u) for u in units]}
-  if os.path.exists(os.path.join(output_dir, 'metadata.json')):
+  if epath.Path(output_dir, 'metadata.json').exists():
     _check_plan(output_dir, plan)
     logging.info('%s is already prepared', output_dir)
     return shards.PreparedData.load(output_dir)
   _check_plan(output_dir, plan)
-  os.makedirs(os.path.join(output_dir, 'shards'), exist_ok=True)
-  shards.write_json_atomic(os.path.join(output_dir, 'plan.json'), plan)
+  epath.Path(output_dir, 'shards').mkdir(parents=True, exist_ok=True)
+  storage.write_json(os.path.join(output_dir, 'plan.json'), plan)
   tokenizer = _setup_tokenizer(options, units, os.path.join(output_dir, 'tokenizer'))
   spec = tokenizer.spec()
 
-  done = {i for i in range(len(units)) if os.path.exists(shards.shard_stats_path(output_dir, i))}
+  done = {
+    i for i in range(len(units)) if epath.Path(shards.shard_stats_path(output_dir, i)).exists()
+  }
   todo = [(i, unit, options, output_dir, spec) for i, unit in enumerate(units) if i not in done]
   if done:
     logging.info('Resuming: %d of %d shards are already written', len(done), len(units))
@@ -318,8 +322,7 @@ def prepare(
 
   per_shard = []
   for i in range(len(units)):
-    with open(shards.shard_stats_path(output_dir, i)) as f:
-      per_shard.append(json.load(f))
+    per_shard.append(storage.read_json(shards.shard_stats_path(output_dir, i)))
   counts = _summarize(per_shard)
   if not counts['examples']:
     raise PrepareError(
@@ -337,7 +340,7 @@ def prepare(
     'counts': counts,
     'shards': [
       {
-        'file': os.path.relpath(shards.shard_path(output_dir, i), output_dir),
+        'file': shards.shard_file(i),
         'examples': s['examples'],
         'source': s['source'],
       }
@@ -345,7 +348,7 @@ def prepare(
     ],
     'seconds_this_run': seconds,
   }
-  shards.write_json_atomic(os.path.join(output_dir, 'metadata.json'), metadata)
+  storage.write_json(os.path.join(output_dir, 'metadata.json'), metadata)
   return shards.PreparedData(output_dir, metadata)
 
 

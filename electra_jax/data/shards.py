@@ -14,13 +14,13 @@ Records are `packing.encode_record` arrays stored as `record_dtype` bytes.
 """
 
 import dataclasses
-import json
 import os
 from typing import Any
 
+from etils import epath
 import numpy as np
 
-from electra_jax import errors
+from electra_jax import errors, storage
 from electra_jax.data import tokenizers
 from electra_jax.data.tokenizers import SpecialIds
 
@@ -32,15 +32,13 @@ class DataDirError(errors.UserError):
   """A prepared-data directory is missing, incomplete or incompatible."""
 
 
-def write_json_atomic(path: str, value: Any) -> None:
-  tmp = f'{path}.tmp-{os.getpid()}'
-  with open(tmp, 'w') as f:
-    json.dump(value, f, indent=1, sort_keys=True)
-  os.replace(tmp, path)
+def shard_file(index: int) -> str:
+  """Shard `index`'s path inside a prepared-data directory."""
+  return f'shards/{index:05d}.array_record'
 
 
 def shard_path(directory: str, index: int) -> str:
-  return os.path.join(directory, 'shards', f'{index:05d}.array_record')
+  return os.path.join(directory, shard_file(index))
 
 
 def shard_stats_path(directory: str, index: int) -> str:
@@ -61,15 +59,14 @@ class PreparedData:
   @classmethod
   def load(cls, directory: str) -> 'PreparedData':
     path = os.path.join(directory, 'metadata.json')
-    if not os.path.exists(path):
+    if not epath.Path(path).exists():
       hint = (
         'preparation has not finished; rerun the same prepare_data command to resume'
-        if os.path.exists(os.path.join(directory, 'plan.json'))
+        if epath.Path(directory, 'plan.json').exists()
         else 'prepare it with python -m electra_jax.prepare_data --output_dir=' + directory
       )
       raise DataDirError(f'{directory}: no metadata.json, so not a prepared data directory; {hint}')
-    with open(path) as f:
-      metadata = json.load(f)
+    metadata = storage.read_json(path)
     if metadata.get('format') != FORMAT or metadata.get('format_version') != FORMAT_VERSION:
       raise DataDirError(
         f'{directory}: written as {metadata.get("format")} version '

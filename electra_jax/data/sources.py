@@ -16,13 +16,15 @@ records, so that preparation can spread them over processes and resume.
 """
 
 from collections.abc import Iterator
+import contextlib
 import dataclasses
-import glob
 import gzip
 import json
-from typing import Any
+from typing import Any, BinaryIO
 
-from electra_jax import errors
+from etils import epath
+
+from electra_jax import errors, storage
 
 Document = list[str]
 
@@ -99,7 +101,7 @@ def plan_units(spec: str, options: ReadOptions) -> list[WorkUnit]:
     if kind == 'tfds':
       units.extend(_tfds_units(arg, options))
       continue
-    files = sorted(glob.glob(arg))
+    files = storage.glob(arg)
     if not files:
       raise CorpusError(
         f'corpus source {source!r}: no files match {arg!r}; check the path, '
@@ -142,8 +144,15 @@ def read_documents(
 # --- Files ---------------------------------------------------------------------
 
 
-def _open_binary(path: str):
-  return gzip.open(path, 'rb') if path.endswith('.gz') else open(path, 'rb')
+@contextlib.contextmanager
+def _open_binary(path: str) -> Iterator[BinaryIO]:
+  """The file's bytes, local or in a bucket, gunzipped when it ends in .gz."""
+  with epath.Path(path).open('rb') as raw:
+    if path.endswith('.gz'):
+      with gzip.open(raw, 'rb') as f:
+        yield f
+    else:
+      yield raw
 
 
 def _text_lines(path: str, options: ReadOptions, stats: ReadStats) -> Iterator[str]:

@@ -18,16 +18,16 @@ import hashlib
 import itertools
 import multiprocessing
 import os
-import shutil
 import time
 from typing import Any
 import unicodedata
 
 from absl import logging
+from etils import epath
 import numpy as np
 import sentencepiece as spm
 
-from electra_jax import errors
+from electra_jax import errors, storage
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,6 +52,7 @@ class TokenizerError(errors.UserError):
 class Tokenizer(abc.ABC):
   """Text -> ids, with ELECTRA's special ids."""
 
+  file_path: str  # The vocabulary or model file, local or a URL.
   pad_id: int
   unk_id: int
   cls_id: int
@@ -96,8 +97,7 @@ class Tokenizer(abc.ABC):
 
 
 def file_sha256(path: str) -> str:
-  with open(path, 'rb') as f:
-    return hashlib.sha256(f.read()).hexdigest()
+  return hashlib.sha256(epath.Path(path).read_bytes()).hexdigest()
 
 
 # --- Sentencepiece --------------------------------------------------------------
@@ -107,9 +107,9 @@ class SentencePieceTokenizer(Tokenizer):
   """A sentencepiece model with the special pieces."""
 
   def __init__(self, model_path: str):
-    self.model_path = model_path
+    self.file_path = model_path
     try:
-      self._sp = spm.SentencePieceProcessor(model_file=model_path)
+      self._sp = spm.SentencePieceProcessor(model_proto=epath.Path(model_path).read_bytes())
     except (OSError, RuntimeError) as e:
       raise TokenizerError(
         f'{model_path}: not a sentencepiece model ({e}); pass a .model '
@@ -143,8 +143,8 @@ class SentencePieceTokenizer(Tokenizer):
   def spec(self) -> dict[str, Any]:
     return {
       'kind': 'sentencepiece',
-      'file': os.path.basename(self.model_path),
-      'sha256': file_sha256(self.model_path),
+      'file': os.path.basename(self.file_path),
+      'sha256': file_sha256(self.file_path),
       'vocab_size': self.vocab_size,
     }
 
@@ -333,12 +333,12 @@ class WordPieceTokenizer(Tokenizer):
   def __init__(
     self, vocab_path: str, *, lower_case: bool = True, strip_accents: bool | None = None
   ):
-    self.vocab_path = vocab_path
+    self.file_path = vocab_path
     self.lower_case = lower_case
     # As BERT: accents are stripped when lower-casing unless told otherwise.
     self.strip_accents = lower_case if strip_accents is None else strip_accents
     try:
-      with open(vocab_path, encoding='utf-8') as f:
+      with storage.open_text(vocab_path) as f:
         tokens = [line.rstrip('\n') for line in f]
     except (OSError, UnicodeDecodeError) as e:
       raise TokenizerError(
@@ -364,8 +364,8 @@ class WordPieceTokenizer(Tokenizer):
   def spec(self) -> dict[str, Any]:
     return {
       'kind': 'wordpiece',
-      'file': os.path.basename(self.vocab_path),
-      'sha256': file_sha256(self.vocab_path),
+      'file': os.path.basename(self.file_path),
+      'sha256': file_sha256(self.file_path),
       'vocab_size': self.vocab_size,
       'lower_case': self.lower_case,
       'strip_accents': self.strip_accents,
@@ -399,7 +399,7 @@ class WordPieceTokenizer(Tokenizer):
 def load_tokenizer(spec: dict[str, Any], directory: str) -> Tokenizer:
   """The tokenizer that `spec` (from Tokenizer.spec()) describes, its file in `directory`."""
   path = os.path.join(directory, spec['file'])
-  if not os.path.exists(path):
+  if not epath.Path(path).exists():
     raise TokenizerError(f'{path} is missing; the prepared data needs its tokenizer file')
   if file_sha256(path) != spec['sha256']:
     raise TokenizerError(
@@ -419,13 +419,9 @@ def load_tokenizer(spec: dict[str, Any], directory: str) -> Tokenizer:
 
 def copy_tokenizer_file(tokenizer: Tokenizer, directory: str) -> Tokenizer:
   """Copies the tokenizer's file into `directory`, returning the tokenizer loaded from there."""
-  os.makedirs(directory, exist_ok=True)
-  source = (
-    tokenizer.model_path
-    if isinstance(tokenizer, SentencePieceTokenizer)
-    else (tokenizer.vocab_path)
-  )
+  epath.Path(directory).mkdir(parents=True, exist_ok=True)
+  source = tokenizer.file_path
   target = os.path.join(directory, os.path.basename(source))
-  if os.path.abspath(source) != os.path.abspath(target):
-    shutil.copyfile(source, target)
+  if storage.is_url(target) or os.path.abspath(source) != os.path.abspath(target):
+    storage.copy(source, target)
   return load_tokenizer(tokenizer.spec(), directory)

@@ -13,6 +13,7 @@ import os
 
 import numpy as np
 
+from electra_jax import storage
 from electra_jax.finetune import tasks
 
 
@@ -133,14 +134,14 @@ def get_task(name: str) -> GlueTask:
 
 
 def _read_rows(path: str) -> list[list[str]]:
-  if not os.path.exists(path):
+  if not storage.exists(path):
     raise tasks.TaskDataError(
       f'{path}: no such file; --data_dir must hold the task folders as GLUE '
       'ships them (e.g. glue_data/CoLA/train.tsv), or name the file with --train_file, '
       '--dev_file or --test_file'
     )
   try:
-    with open(path, encoding='utf-8-sig', newline='') as f:  # MRPC starts with a BOM.
+    with storage.open_text(path, encoding='utf-8-sig', newline='') as f:  # MRPC starts with a BOM.
       # GLUE's files are not quoted: a '"' is part of the text.
       return list(csv.reader(f, delimiter='\t', quoting=csv.QUOTE_NONE))
   except UnicodeDecodeError as e:

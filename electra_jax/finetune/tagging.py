@@ -17,6 +17,7 @@ import os
 
 import numpy as np
 
+from electra_jax import storage
 from electra_jax.data.tokenizers import Tokenizer
 from electra_jax.finetune import tasks
 
@@ -45,7 +46,7 @@ class Sentences:
 def read_conll(path: str, label_column: int = -1, *, tagged: bool = True) -> Sentences:
   """The sentences of a CoNLL file (`tagged` False: words only, which a test file
   may hold alone); errors name the file and line."""
-  if not os.path.exists(path):
+  if not storage.exists(path):
     raise TaskDataError(f'{path}: no such file')
   words, tags, sentence_words, sentence_tags = [], [], [], []
 
@@ -57,7 +58,7 @@ def read_conll(path: str, label_column: int = -1, *, tagged: bool = True) -> Sen
       sentence_tags.clear()
 
   try:
-    with open(path, encoding='utf-8-sig') as f:
+    with storage.open_text(path, encoding='utf-8-sig') as f:
       for line, text in enumerate(f, 1):
         columns = text.split()
         if not columns or columns[0] == '-DOCSTART-':
@@ -100,7 +101,7 @@ def task_files(
       paths[split] = files[split]
       continue
     found = [os.path.join(data_dir, f) for f in defaults if data_dir is not None]
-    found = [path for path in found if os.path.exists(path)]
+    found = [path for path in found if storage.exists(path)]
     if not found:
       raise TaskDataError(
         f'--task={name} needs a {split} file: name it with --{split}_file, or give --data_dir '
@@ -135,7 +136,7 @@ def task_files(
 
 def write_predictions(path: str, sentences: Sentences, predicted: list[list[str]]) -> None:
   """CoNLL lines `word<TAB>predicted tag`, a blank line after each sentence."""
-  with open(path, 'w', encoding='utf-8') as f:
+  with storage.open_text(path, 'w') as f:
     for words, tags in zip(sentences.words, predicted, strict=True):
       f.writelines(f'{word}\t{tag}\n' for word, tag in zip(words, tags, strict=True))
       f.write('\n')

@@ -9,7 +9,7 @@ import dataclasses
 
 import numpy as np
 
-from electra_jax import errors, scores
+from electra_jax import errors, scores, storage
 
 
 class TaskDataError(errors.UserError):
@@ -101,7 +101,7 @@ def answer_name(task: Task, answer: int | float) -> str:
 
 def write_submission(task: Task, path: str, ids: list[str], predictions: np.ndarray) -> None:
   """A GLUE leaderboard file: `index<TAB>prediction`, labels as GLUE spells them."""
-  with open(path, 'w', encoding='utf-8') as f:
+  with storage.open_text(path, 'w') as f:
     f.write('index\tprediction\n')
     for row_id, prediction in zip(ids, predictions, strict=True):
       f.write(f'{row_id}\t{answer_name(task, prediction)}\n')

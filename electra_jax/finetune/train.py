@@ -15,6 +15,7 @@ import time
 from typing import Any
 
 from absl import logging
+from etils import epath
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
@@ -24,7 +25,7 @@ import numpy as np
 import optax
 
 from configs import finetune as finetune_configs
-from electra_jax import config_lib, errors, metric_writer, optim, pretrained, sharding
+from electra_jax import config_lib, errors, metric_writer, optim, pretrained, sharding, storage
 from electra_jax.finetune import features, tagging, tasks
 from electra_jax.model import SequenceClassifier, TokenClassifier
 
@@ -160,7 +161,7 @@ def load_task_data(
     dev[split] = (_encode(task, examples, tokenizer, config), _labels(task, examples))
   test = {}
   for split, _ in task.test_splits if with_test else ():
-    if not os.path.exists(files.paths[split]):
+    if not epath.Path(files.paths[split]).exists():
       logging.warning('%s is missing: no test predictions for it', files.paths[split])
       continue
     examples = files.read(split)
@@ -462,7 +463,7 @@ def finetune(
       config.size,
       finetune_configs.HIDDEN_SIZE[config.size],
     )
-  os.makedirs(workdir, exist_ok=True)
+  epath.Path(workdir).mkdir(parents=True, exist_ok=True)
   data = load_task_data(files, source.tokenizer, config)
   n = len(data.train['input_ids'])
   if n < config.batch_size:
@@ -525,20 +526,17 @@ def _seed_file(workdir: str, seed: int) -> str:
 
 
 def _write_json(path: str, value: Any) -> None:
-  # Written whole, then renamed: a run killed mid-write leaves no half a file.
-  with open(path + '.tmp', 'w') as f:
-    json.dump(value, f, indent=1, default=float)
-  os.replace(path + '.tmp', path)
+  # Written whole: a run killed mid-write leaves no half a file.
+  storage.write_text(path, json.dumps(value, indent=1, default=float))
 
 
 def _finished_seed(workdir: str, seed: int, run_key: dict[str, Any]) -> dict[str, Any] | None:
   """The result of `seed` from an earlier run of the same model and settings in
   `workdir` (one killed before the last seed finished), or None: then it runs."""
   path = _seed_file(workdir, seed)
-  if not os.path.exists(path):
+  if not epath.Path(path).exists():
     return None
-  with open(path) as f:
-    saved = json.load(f)
+  saved = storage.read_json(path)
   if {k: saved.get(k) for k in run_key} != json.loads(json.dumps(run_key, default=float)):
     logging.info('seed %d: %s comes from other settings; training it again', seed, path)
     return None

@@ -20,6 +20,7 @@ import os
 
 import numpy as np
 
+from electra_jax import storage
 from electra_jax.finetune import tasks
 
 TaskDataError = tasks.TaskDataError
@@ -48,10 +49,10 @@ def _records(path: str) -> list[tuple[int, dict[str, str]]]:
       f'{path}: unknown file type; name it .tsv, .csv or .jsonl for tab-separated, '
       'comma-separated or JSON-lines rows'
     )
-  if not os.path.exists(path):
+  if not storage.exists(path):
     raise TaskDataError(f'{path}: no such file')
   try:
-    with open(path, encoding='utf-8-sig', newline='') as f:
+    with storage.open_text(path, encoding='utf-8-sig', newline='') as f:
       if kind == 'jsonl':
         return [
           (line, _json_row(path, line, text)) for line, text in enumerate(f, 1) if text.strip()
@@ -111,7 +112,7 @@ def task_files(data_dir: str | None, files: dict[str, str], columns: Columns) ->
     if split in files:
       paths[split] = files[split]
     elif data_dir is not None and (
-      split != 'test' or os.path.exists(os.path.join(data_dir, default))
+      split != 'test' or storage.exists(os.path.join(data_dir, default))
     ):
       paths[split] = os.path.join(data_dir, default)
     elif split != 'test':

@@ -1,0 +1,191 @@
+"""gs:// paths end to end, against a real local GCS server (tests/gcs_emulator.py).
+
+The user's path on a Cloud TPU, with every file in a bucket: a corpus, the
+prepared shards, the pretraining workdir (checkpoints, TensorBoard), a SIGKILL
+and a bit-identical resume, evaluation, fine-tuning and export.
+"""
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import jax
+import numpy as np
+import orbax.checkpoint as ocp
+import pytest
+
+from electra_jax import metric_writer, pretrained, storage
+from tests import gcs_emulator
+from tests.conftest import REPO, data_dir
+
+BUCKET = f'gs://{gcs_emulator.BUCKET}'
+
+
+@pytest.fixture(scope='module')
+def gcs(tmp_path_factory):
+  """The server, with this process's clients pointed at it too."""
+  emulator = gcs_emulator.Emulator(str(tmp_path_factory.mktemp('gcs')))
+  saved = {k: os.environ.get(k) for k in emulator.env}
+  os.environ.update(emulator.env)
+  yield emulator
+  emulator.stop()
+  for key, value in saved.items():
+    if value is None:
+      os.environ.pop(key)
+    else:
+      os.environ[key] = value
+
+
+def _run(module: str, *args: str, timeout: float = 900) -> subprocess.CompletedProcess:
+  return subprocess.run(
+    [sys.executable, '-m', module, *args],
+    cwd=REPO,
+    capture_output=True,
+    text=True,
+    timeout=timeout,
+    env=dict(os.environ, JAX_PLATFORMS='cpu'),
+  )
+
+
+def _pretrain(workdir: str, prepared: str, *args: str) -> list[str]:
+  return [
+    '--config=configs/tiny.py',
+    f'--workdir={workdir}',
+    f'--config.data.prepared_dir={prepared}',
+    '--config.log_every_steps=1',
+    '--config.checkpoint.every_minutes=0',
+    '--config.checkpoint.every_steps=10',
+    *args,
+  ]
+
+
+def _scalars(workdir: str) -> dict[str, dict[int, float]]:
+  """{tag: {step: value}} without the timing figures; a redone step keeps its last value."""
+  return {
+    tag: dict(values)
+    for tag, values in metric_writer.read_scalars(workdir).items()
+    if not tag.endswith(('_per_s', 'step_time_s', 'mfu'))
+  }
+
+
+def _params(workdir: str, step: int) -> list[np.ndarray]:
+  path = f'{workdir}/checkpoints/{step}/state'
+  checkpointer = ocp.StandardCheckpointer()
+  local = jax.sharding.SingleDeviceSharding(jax.devices()[0])
+  target = jax.tree.map(
+    lambda m: jax.ShapeDtypeStruct(m.shape, m.dtype, sharding=local),
+    checkpointer.metadata(path).item_metadata.tree,
+  )
+  return [np.asarray(x) for x in jax.tree.leaves(checkpointer.restore(path, target)['params'])]
+
+
+def test_paths_in_a_bucket(gcs, tmp_path):
+  (tmp_path / 'a.txt').write_text('alpha\n')
+  storage.copy(tmp_path / 'a.txt', f'{BUCKET}/unit/x/a.txt')
+  storage.write_json(f'{BUCKET}/unit/y/b.json', {'b': 1})
+  with storage.open_text(f'{BUCKET}/unit/y/c.txt', 'w') as f:
+    f.write('gamma\n')
+  assert storage.glob(f'{BUCKET}/unit/*/[ab].*') == [
+    f'{BUCKET}/unit/x/a.txt',
+    f'{BUCKET}/unit/y/b.json',
+  ]
+  assert storage.read_json(f'{BUCKET}/unit/y/b.json') == {'b': 1}
+  with storage.open_text(f'{BUCKET}/unit/y/c.txt') as f:
+    assert f.read() == 'gamma\n'
+  assert storage.exists(f'{BUCKET}/unit/x/a.txt')
+  assert not storage.exists(f'{BUCKET}/unit/x/missing.txt')
+  # A staged write that fails leaves nothing behind.
+  with pytest.raises(RuntimeError):
+    with storage.staged(f'{BUCKET}/unit/z/half.bin') as local:
+      open(local, 'wb').write(b'half')
+      raise RuntimeError('killed mid-write')
+  assert not storage.exists(f'{BUCKET}/unit/z/half.bin')
+
+
+@pytest.mark.heavy  # Seven CLI runs: about five minutes.
+def test_the_whole_user_path_in_a_bucket(gcs, tmp_path):
+  wiki = data_dir() / 'wikipedia' / 'AA'
+  for name in ('wiki_00', 'wiki_01'):
+    storage.copy(wiki / name, f'{BUCKET}/corpus/AA/{name}')
+  prepared = f'{BUCKET}/prepared'
+  result = _run(
+    'electra_jax.prepare_data',
+    f'--corpus=wiki:{BUCKET}/corpus/*/wiki_0[0-1]',
+    f'--output_dir={prepared}',
+    '--spm_vocab_size=2000',
+    '--max_seq_length=64',
+    '--num_workers=2',
+  )
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert 'in 2 shards' in result.stdout
+
+  # The reference: 30 uninterrupted steps in a local workdir, from the bucket's data.
+  reference = str(tmp_path / 'reference')
+  result = _run('electra_jax.main', *_pretrain(reference, prepared, '--config.num_train_steps=30'))
+  assert result.returncode == 0, result.stderr[-3000:]
+
+  # The same in the bucket, killed after its checkpoint of step 20, then resumed.
+  workdir = f'{BUCKET}/run'
+  args = _pretrain(workdir, prepared, '--config.num_train_steps=30')
+  log = tmp_path / 'killed.log'
+  with open(log, 'w') as f:
+    process = subprocess.Popen(
+      [sys.executable, '-m', 'electra_jax.main', *args],
+      cwd=REPO,
+      stdout=subprocess.DEVNULL,
+      stderr=f,
+      env=dict(os.environ, JAX_PLATFORMS='cpu'),
+    )
+  deadline = time.monotonic() + 600
+  while 'Saved the checkpoint of step 20' not in log.read_text():
+    assert process.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
+    time.sleep(0.1)
+  process.send_signal(signal.SIGKILL)
+  process.wait()
+  result = _run('electra_jax.main', *args)
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert re.search(r'Resumed at step (20|30) ', result.stderr), result.stderr[-3000:]
+  a, b = _scalars(reference), _scalars(workdir)
+  assert set(a) == set(b)
+  for tag in a:
+    assert [b[tag][s] for s in range(1, 31)] == [a[tag][s] for s in range(1, 31)], tag
+  for x, y in zip(_params(reference, 30), _params(workdir, 30), strict=True):
+    np.testing.assert_array_equal(x, y)
+
+  result = _run('electra_jax.evaluate', f'--workdir={workdir}', f'--data={prepared}')
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert 'step 30: mlm_loss=' in result.stdout
+
+  glue = f'{BUCKET}/glue'
+  for split in ('train', 'dev', 'test'):
+    storage.copy(data_dir() / 'glue' / 'SST-2' / f'{split}.tsv', f'{glue}/SST-2/{split}.tsv')
+  result = _run(
+    'electra_jax.finetune',
+    '--task=sst-2',
+    f'--data_dir={glue}',
+    f'--init={workdir}',
+    f'--workdir={BUCKET}/finetuned',
+    '--config.max_train_examples=256',
+    '--config.num_train_epochs=1',
+    '--config.max_seq_length=32',
+    '--config.num_seeds=1',
+  )
+  assert result.returncode == 0, result.stderr[-3000:]
+  results = storage.read_json(f'{BUCKET}/finetuned/results.json')
+  assert results['pretraining_step'] == 30 and results['data']['dev'] == f'{glue}/SST-2/dev.tsv'
+  assert storage.exists(f'{BUCKET}/finetuned/seed_0/SST-2.tsv')
+  assert storage.glob(f'{BUCKET}/finetuned/seed_0/events.out.tfevents.*')
+
+  result = _run('electra_jax.export', f'--workdir={workdir}', f'--output={BUCKET}/hf')
+  assert result.returncode == 0, result.stderr[-3000:]
+  exported, source = pretrained.load(f'{BUCKET}/hf'), pretrained.load(workdir)
+  for key in ('embeddings', 'discriminator'):
+    for x, y in zip(
+      jax.tree.leaves(exported.params[key]), jax.tree.leaves(source.params[key]), strict=True
+    ):
+      np.testing.assert_array_equal(x, y)
+  assert json.loads(storage.open_text(f'{BUCKET}/hf/config.json').read())['vocab_size'] == 2000
