@@ -21,13 +21,16 @@ import errno
 import functools
 import json
 import os
+import re
 import time
 from typing import Any
 
 from absl import logging
 from etils import epath
 import jax
+from jax.experimental import multihost_utils
 import ml_collections
+import numpy as np
 import orbax.checkpoint as ocp
 from orbax.checkpoint.checkpoint_managers import preservation_policy, save_decision_policy
 
@@ -138,35 +141,142 @@ def restore_latest(
 
   `check_meta(step, meta)` runs on each candidate's metadata before its arrays
   are read: it raises to refuse the checkpoint, and returns whether the
-  checkpoint's model matches this config. A matching checkpoint that fails to
-  restore is damaged: it is renamed `STEP.unreadable-TIME` with a warning and
-  the next older one is tried; if every one fails, CheckpointError. One from a
+  checkpoint's model matches this config.
+
+  A read that fails for a reason outside the checkpoint (lost access, a
+  storage outage, out of memory: `_is_trouble`) is retried with backoff, then
+  stops the run with CheckpointError, leaving the checkpoint in place. Any
+  other failure means the checkpoint itself is damaged: once every process
+  agrees, process 0 renames it `STEP.unreadable-TIME` with a warning and the
+  next older one is tried; if every one fails, CheckpointError. One from a
   changed model that fails to restore is left alone.
   """
+  try:
+    steps = _read(manager.all_steps, manager.directory)
+  except _Damaged as e:
+    raise CheckpointError(f'{manager.directory} cannot be listed ({_brief(e.error)})') from None
   failures = []
-  for step in sorted(manager.all_steps(), reverse=True):
+  for step in sorted(steps, reverse=True):
+    path = manager.directory / str(step)
+    restored, damage, stop, matches = None, None, None, True
     try:
-      meta = _restore_meta(manager, step)
-    except Exception as e:  # Orbax and tensorstore raise many types for damaged files.
-      failures.append(_set_aside(manager, step, e))
-      continue
-    matches = check_meta(step, meta)
-    try:
-      return _restore(manager, step, abstract_state, with_data=True)
-    except Exception as e:
-      if not matches:
-        raise CheckpointError(
-          f'{manager.directory}/{step} does not restore under the changed '
-          f'config ({_brief(e)}); use a new '
-          'workdir, or config.checkpoint.init_from'
-        ) from None
-      failures.append(_set_aside(manager, step, e))
+      meta = _read(lambda: _restore_meta(manager, step), path)
+      matches = check_meta(step, meta)
+      restored = _read(lambda: _restore(manager, step, abstract_state, with_data=True), path)
+    except _Damaged as e:
+      damage = e.error
+    except CheckpointError as e:  # Trouble, or check_meta's refusal.
+      stop = e
+    agreed = _agree(manager, step, 'stop' if stop else 'damaged' if damage else 'ok')
+    if stop is not None:
+      raise stop
+    if agreed == 'stop':
+      raise CheckpointError(f'{path}: another process could not read it; its log says why')
+    if agreed == 'ok':
+      return restored
+    if not matches:
+      raise CheckpointError(
+        f'{path} does not restore under the changed config '
+        f'({_brief(damage) if damage else "damaged where another process read it"}); use a '
+        'new workdir, or config.checkpoint.init_from'
+      )
+    failures.append(_set_aside(manager, step, damage))
   if failures:
     raise CheckpointError(
       f'{manager.directory}: no checkpoint could be restored '
       f'({"; ".join(failures)}); fix or remove them, or use a new workdir'
     )
   return None
+
+
+# How often a read that failed for a passing reason is tried again, and after
+# how long: 1 + 2 + 4 + 8 s.
+READ_RETRY_DELAYS = (1, 2, 4, 8)
+
+# Errors that say the storage or the machine could not serve a checkpoint, not
+# that the checkpoint is damaged. orbax, tensorstore (absl status codes in the
+# message) and gcsfs ('Forbidden', HTTP errors) raise these under many types.
+_TROUBLE_TYPES = (ConnectionError, TimeoutError, MemoryError, PermissionError)
+_TROUBLE_ERRNOS = {
+  errno.EACCES,
+  errno.EPERM,
+  errno.EIO,
+  errno.ENOMEM,
+  errno.EAGAIN,
+  errno.ETIMEDOUT,
+  errno.ECONNREFUSED,
+  errno.ECONNRESET,
+  errno.ECONNABORTED,
+  errno.ENETUNREACH,
+  errno.EHOSTUNREACH,
+}
+_TROUBLE_TEXT = re.compile(
+  r'\b(UNAVAILABLE|DEADLINE_EXCEEDED|RESOURCE_EXHAUSTED|PERMISSION_DENIED|UNAUTHENTICATED'
+  r'|ABORTED|CANCELLED)\b|\b(Forbidden|Unauthorized|Too Many Requests|Service Unavailable'
+  r'|Cannot connect|Connection refused|Connection reset|timed out|out of memory)',
+  re.IGNORECASE,
+)
+
+
+def _is_trouble(error: BaseException) -> bool:
+  """Whether `error`, or one that caused it, is trouble outside the checkpoint."""
+  seen: BaseException | None = error
+  while seen is not None:
+    if isinstance(seen, _TROUBLE_TYPES) or getattr(seen, 'errno', None) in _TROUBLE_ERRNOS:
+      return True
+    if _TROUBLE_TEXT.search(str(seen)):
+      return True
+    seen = seen.__cause__ or seen.__context__
+  return False
+
+
+class _Damaged(Exception):
+  """A checkpoint read failed for a reason inside the checkpoint."""
+
+  def __init__(self, error: Exception):
+    super().__init__(str(error))
+    self.error = error
+
+
+def _read(read: Callable[[], Any], path: epath.Path) -> Any:
+  """read(); trouble is retried after each of READ_RETRY_DELAYS, then raised as
+  CheckpointError naming `path`; any other error is raised as _Damaged."""
+  for delay in (*READ_RETRY_DELAYS, None):
+    try:
+      return read()
+    except CheckpointError:
+      raise
+    except Exception as e:  # Orbax and tensorstore raise many types for failed reads.
+      if not _is_trouble(e):
+        raise _Damaged(e) from e
+      if delay is None:
+        raise CheckpointError(
+          f'{path} could not be read ({_brief(e)}), also after {len(READ_RETRY_DELAYS)} '
+          'retries. The checkpoint was left in place: this looks like lost access, a '
+          'storage outage or a lack of memory, not damage. Fix that, then rerun to resume'
+        ) from None
+      logging.warning('Reading %s failed (%s); trying again in %d s', path, _brief(e), delay)
+      time.sleep(delay)
+  raise AssertionError('unreachable')
+
+
+def _agree(manager: ocp.CheckpointManager, step: int, outcome: str) -> str:
+  """The outcome of reading `step` that every process acts on: 'stop' if any
+  process stops, else 'damaged' if any found damage, else 'ok'."""
+  if jax.process_count() == 1:
+    return outcome
+  codes = ('ok', 'damaged', 'stop')
+  everyone = multihost_utils.process_allgather(np.int32(codes.index(outcome)))
+  agreed = codes[int(np.max(everyone))]
+  if agreed != outcome:
+    logging.warning(
+      'Checkpoint %d in %s: this process read it as %s, another as %s',
+      step,
+      manager.directory,
+      outcome,
+      agreed,
+    )
+  return agreed
 
 
 def check_latest(
@@ -197,7 +307,7 @@ def _brief(error: Exception, limit: int = 600) -> str:
   """`Type: message`, its middle elided when long: tensorstore puts the path
   first and the OS error (e.g. 'No space left on device') last, but an error
   that gathers several writes' failures may hold it only in the middle."""
-  text = str(error)
+  text = re.sub(r'\s*\n\s*', ' ', str(error))  # One line in the log.
   if len(text) > limit:
     elided = f'{text[: limit // 2]} ... {text[-limit // 2 :]}'
     causes = [e for e in _IO_ERRORS if e in text and e not in elided]
@@ -205,11 +315,15 @@ def _brief(error: Exception, limit: int = 600) -> str:
   return f'{type(error).__name__}: {text}'
 
 
-def _set_aside(manager: ocp.CheckpointManager, step: int, error: Exception) -> str:
-  """Renames an unreadable checkpoint out of the way; returns a description."""
-  reason = _brief(error)
+def _set_aside(manager: ocp.CheckpointManager, step: int, error: Exception | None) -> str:
+  """Renames a damaged checkpoint out of the way (process 0, while the others
+  wait); returns a description. `error` is None on a process that read it well."""
+  reason = _brief(error) if error is not None else 'damaged where another process read it'
   aside = manager.directory / f'{step}.unreadable-{int(time.time())}'
-  (manager.directory / str(step)).rename(aside)
+  if jax.process_index() == 0:
+    (manager.directory / str(step)).rename(aside)
+  if jax.process_count() > 1:
+    multihost_utils.sync_global_devices(f'electra_jax:set_aside_{step}')
   manager.reload()
   logging.warning(
     'Checkpoint %d in %s cannot be restored (%s); moved it to %s and trying the previous one',

@@ -2,7 +2,9 @@
 
 The user's path on a Cloud TPU, with every file in a bucket: a corpus, the
 prepared shards, the pretraining workdir (checkpoints, TensorBoard), a SIGKILL
-and a bit-identical resume, evaluation, fine-tuning and export.
+and a bit-identical resume, evaluation, fine-tuning and export. Then a good
+checkpoint that the server refuses to serve for a while: it is never moved
+aside.
 """
 
 import json
@@ -18,7 +20,7 @@ import numpy as np
 import orbax.checkpoint as ocp
 import pytest
 
-from electra_jax import metric_writer, pretrained, storage
+from electra_jax import checkpointing, metric_writer, pretrained, storage
 from tests import gcs_emulator
 from tests.conftest import REPO, data_dir
 
@@ -106,6 +108,36 @@ def test_paths_in_a_bucket(gcs, tmp_path):
   assert not storage.exists(f'{BUCKET}/unit/z/half.bin')
 
 
+def test_refused_reads_are_trouble_not_damage(gcs, tmp_path):
+  """The errors that gcsfs and tensorstore raise while the server refuses a
+  checkpoint read as trouble; a truncated file reads as damage."""
+  path = f'{BUCKET}/refused/ckpt'
+  checkpointer = ocp.StandardCheckpointer()
+  checkpointer.save(path, {'w': np.arange(8, dtype=np.float32)})
+  checkpointer.wait_until_finished()
+  gcs.refuse('refused/ckpt/')
+  try:
+    with pytest.raises(Exception) as metadata_error:
+      storage.read_json(f'{path}/_METADATA')
+    gcs.refuse('refused/ckpt/.*ocdbt|refused/ckpt/d/')
+    with pytest.raises(Exception) as array_error:
+      checkpointer.restore(path, {'w': jax.ShapeDtypeStruct((8,), np.float32)})
+  finally:
+    gcs.stop_refusing()
+  assert checkpointing._is_trouble(metadata_error.value), metadata_error.value
+  assert checkpointing._is_trouble(array_error.value), array_error.value
+
+  local = tmp_path / 'ckpt'
+  checkpointer.save(local, {'w': np.arange(8, dtype=np.float32)})
+  checkpointer.wait_until_finished()
+  data = [p for p in local.rglob('*') if p.is_file() and p.parent.name == 'd']
+  for p in data:
+    p.write_bytes(p.read_bytes()[: p.stat().st_size // 2])
+  with pytest.raises(Exception) as truncated:
+    checkpointer.restore(local, {'w': jax.ShapeDtypeStruct((8,), np.float32)})
+  assert not checkpointing._is_trouble(truncated.value), truncated.value
+
+
 @pytest.mark.heavy  # Seven CLI runs: about five minutes.
 def test_the_whole_user_path_in_a_bucket(gcs, tmp_path):
   wiki = data_dir() / 'wikipedia' / 'AA'
@@ -189,3 +221,49 @@ def test_the_whole_user_path_in_a_bucket(gcs, tmp_path):
     ):
       np.testing.assert_array_equal(x, y)
   assert json.loads(storage.open_text(f'{BUCKET}/hf/config.json').read())['vocab_size'] == 2000
+
+
+@pytest.mark.heavy  # Three CLI runs and 15 s of retries: two minutes.
+def test_a_checkpoint_the_bucket_refuses_for_a_while_is_never_moved_aside(
+  gcs, tmp_path, prepared_tiny
+):
+  workdir = f'{BUCKET}/refused_run'
+  args = _pretrain(workdir, prepared_tiny, '--config.num_train_steps=20')
+  result = _run('electra_jax.main', *args)
+  assert result.returncode == 0, result.stderr[-3000:]
+  more = [*args, '--config.num_train_steps=30']
+
+  # Refused throughout: the run stops, naming the checkpoint, and leaves it.
+  gcs.refuse('refused_run/checkpoints/20/state/')
+  try:
+    result = _run('electra_jax.main', *more)
+  finally:
+    gcs.stop_refusing()
+  assert result.returncode != 0
+  last = result.stderr.strip().splitlines()[-1]
+  assert 'refused_run/checkpoints/20 could not be read' in last and 'left in place' in last, last
+  assert result.stderr.count('trying again in') == len(checkpointing.READ_RETRY_DELAYS)
+  names = [p.rsplit('/', 1)[-1] for p in storage.glob(f'{workdir}/checkpoints/*')]
+  assert '20' in names and not any('unreadable' in n for n in names), names
+
+  # Refused until the first retry is announced, then served: the retries resume from it.
+  gcs.refuse('refused_run/checkpoints/20/state/')
+  log = tmp_path / 'refused.log'
+  try:
+    with open(log, 'w') as f:
+      process = subprocess.Popen(
+        [sys.executable, '-m', 'electra_jax.main', *more],
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=f,
+        env=dict(os.environ, JAX_PLATFORMS='cpu'),
+      )
+    deadline = time.monotonic() + 600
+    while 'trying again in 1 s' not in log.read_text():
+      assert process.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
+      time.sleep(0.05)
+  finally:
+    gcs.stop_refusing()
+  assert process.wait(timeout=600) == 0, log.read_text()[-3000:]
+  assert 'Resumed at step 20 ' in log.read_text()
+  assert not any('unreadable' in p for p in storage.glob(f'{workdir}/checkpoints/*'))
