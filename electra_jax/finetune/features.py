@@ -11,7 +11,7 @@ sentences are mostly far shorter than 128 tokens.
 import numpy as np
 
 from electra_jax.data.tokenizers import Tokenizer
-from electra_jax.finetune.tasks import Examples
+from electra_jax.finetune import tasks
 
 Features = dict[str, np.ndarray]
 
@@ -27,7 +27,7 @@ def _truncate_pair(a: list[int], b: list[int], budget: int) -> tuple[list[int], 
 
 
 def encode(
-  examples: Examples, tokenizer: Tokenizer, max_seq_length: int, *, swap: bool = False
+  examples: 'tasks.Examples', tokenizer: Tokenizer, max_seq_length: int, *, swap: bool = False
 ) -> Features:
   """int32 [N, max_seq_length] input_ids, attention_mask and token_type_ids.
 

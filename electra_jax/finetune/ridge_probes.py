@@ -91,8 +91,8 @@ def fit_ridge(
 
 def _ridge_targets(task: tasks.Task, labels: np.ndarray) -> np.ndarray:
   """Fine-tuning's targets as columns: one-hot classes, or the scaled score;
-  finetune_train.task_predictions reads the probe's outputs back."""
-  targets = finetune_train.task_targets(task, labels)
+  task.predictions reads the probe's outputs back."""
+  targets = task.targets(labels)
   return targets[:, None] if task.is_regression else np.eye(task.num_outputs)[targets]
 
 
@@ -174,7 +174,7 @@ def probe(config: ml_collections.ConfigDict, files: tasks.TaskFiles, init: str) 
   logging.info(
     '%s: %d training examples, from %s%s',
     task.name,
-    len(data.train_labels),
+    len(data.train_reference),
     init,
     ' (random initialisation)' if config.random_init else '',
   )
@@ -185,14 +185,12 @@ def probe(config: ml_collections.ConfigDict, files: tasks.TaskFiles, init: str) 
     params,
     {'train': data.train, **{s: f for s, (f, _) in data.dev.items()}},
   )
-  targets = _ridge_targets(task, data.train_labels)
+  targets = _ridge_targets(task, data.train_reference)
   probes = []
   for layer in range(source.discriminator_cfg.num_layers + 1):
     for p, pooling in enumerate(POOLINGS):
       fitted = fit_ridge(feats['train'][:, layer, p], targets)
-      predict = lambda split: finetune_train.task_predictions(
-        task, fitted.predict(feats[split][:, layer, p])
-      )
+      predict = lambda split: task.predictions(fitted.predict(feats[split][:, layer, p]))
       dev = {
         split: tasks.score(task, labels, predict(split)) for split, (_, labels) in data.dev.items()
       }
@@ -202,7 +200,7 @@ def probe(config: ml_collections.ConfigDict, files: tasks.TaskFiles, init: str) 
     'init': init,
     'random_init': config.random_init,
     'pretraining_step': source.step,
-    'train_examples': len(data.train_labels),
+    'train_examples': len(data.train_reference),
     'probes': probes,
   }
 

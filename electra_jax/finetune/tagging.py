@@ -14,12 +14,19 @@ IOBES as seqeval's port does, so IOB1, IOB2 and IOBES tags all work.
 
 import dataclasses
 import os
+from typing import Any
 
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
 import numpy as np
+import optax
 
 from electra_jax import storage
+from electra_jax.config_lib import EncoderConfig
 from electra_jax.data.tokenizers import Tokenizer
 from electra_jax.finetune import tasks
+from electra_jax.model import TokenClassifier
 
 TaskDataError = tasks.TaskDataError
 # --task values that mean tagging; conll2003 is the NER data set's name for it.
@@ -85,9 +92,60 @@ def read_conll(path: str, label_column: int = -1, *, tagged: bool = True) -> Sen
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class TaggingTask(tasks.Task):
-  """A tagging task: its tags (the training file's, sorted) are its labels."""
+  """A tagging task: its tags (the training file's, sorted) are its labels, and
+  the model tags every word at its first piece."""
 
   metrics: tuple[str, ...] = ('f1', 'precision', 'recall', 'accuracy')
+
+  def head(self, cfg: EncoderConfig, dropout_rate: float) -> nn.Module:
+    return TokenClassifier(cfg, self.num_outputs, dropout_rate)
+
+  def encode(
+    self, examples: 'Sentences', tokenizer: Tokenizer, max_seq_length: int, swap: bool = False
+  ) -> tasks.Features:
+    del swap  # One text: nothing to swap.
+    return encode(examples, tokenizer, self.labels, max_seq_length)
+
+  def reference(self, examples: 'Sentences') -> 'Sentences':
+    return examples
+
+  def loss(self, outputs: jax.Array, targets: jax.Array, mask: jax.Array) -> jax.Array:
+    """Cross-entropy over the words' first pieces (targets -1 elsewhere)."""
+    del mask
+    counted = targets >= 0
+    losses = optax.softmax_cross_entropy_with_integer_labels(outputs, jnp.maximum(targets, 0))
+    return jnp.sum(jnp.where(counted, losses, 0.0)) / jnp.maximum(jnp.sum(counted), 1)
+
+  def tags(
+    self, outputs: np.ndarray, encoded: tasks.Features, sentences: 'Sentences'
+  ) -> list[list[str]]:
+    """Each sentence's tags, read at its words' first pieces: windows are in
+    sentence order, so the first pieces are the words in order."""
+    ids = outputs.argmax(-1)[encoded['word_starts'].astype(bool)]
+    bounds = np.cumsum([len(words) for words in sentences.words])[:-1]
+    return [[self.labels[i] for i in sentence] for sentence in np.split(ids, bounds)]
+
+  def evaluate(
+    self, outputs: np.ndarray, encoded: tasks.Features, reference: 'Sentences'
+  ) -> dict[str, float]:
+    return score(reference.tags, self.tags(outputs, encoded, reference))
+
+  def write_predictions(
+    self, path: str, outputs: np.ndarray, encoded: tasks.Features, examples: 'Sentences'
+  ) -> None:
+    """CoNLL lines at `path`.tsv."""
+    write_predictions(f'{path}.tsv', examples, self.tags(outputs, encoded, examples))
+
+  def constant_baseline(self, train: 'Sentences', dev: dict[str, 'Sentences']) -> dict[str, Any]:
+    tags = [tag for sentence in train.tags for tag in sentence]
+    answer = max(sorted(set(tags)), key=tags.count)
+    return {
+      'answer': answer,
+      'dev': {
+        split: score(sentences.tags, [[answer] * len(s) for s in sentences.tags])
+        for split, sentences in dev.items()
+      },
+    }
 
 
 def task_files(

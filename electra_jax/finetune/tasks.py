@@ -1,15 +1,28 @@
-"""A sentence or sentence-pair task, whatever its files: its examples, metrics, the
-constant-answer baseline and the predictions file.
+"""A fine-tuning task, whatever its files: its examples, model head, loss,
+metrics, constant-answer baseline and predictions file.
 
-GLUE's tasks (glue.py) read their files into these.
+`Task` is a sentence or sentence-pair classification or regression task;
+GLUE's tasks (glue.py) and the user's own files (user_files.py) read their
+files into its Examples. Token tagging (tagging.py) overrides the methods that
+differ; the fine-tuning loop (train.py) calls only these methods.
 """
 
 from collections.abc import Callable
 import dataclasses
+from typing import Any
 
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
 import numpy as np
+import optax
 
 from electra_jax import errors, scores, storage
+from electra_jax.config_lib import EncoderConfig
+from electra_jax.finetune import features
+from electra_jax.model import SequenceClassifier
+
+Features = dict[str, np.ndarray]  # Model inputs (and 'targets'), one row per input.
 
 
 class TaskDataError(errors.UserError):
@@ -38,6 +51,67 @@ class Task:
   @property
   def num_outputs(self) -> int:
     return 1 if self.labels is None else len(self.labels)
+
+  # What the fine-tuning loop calls; other kinds of task override them.
+
+  def head(self, cfg: EncoderConfig, dropout_rate: float) -> nn.Module:
+    return SequenceClassifier(cfg, self.num_outputs, dropout_rate)
+
+  def encode(self, examples: Any, tokenizer: Any, max_seq_length: int, swap: bool = False):
+    """Model inputs, with 'targets' (what `loss` compares the outputs with) when
+    the examples are labelled."""
+    encoded = features.encode(examples, tokenizer, max_seq_length, swap=swap)
+    if examples.labels is not None:
+      encoded['targets'] = self.targets(examples.labels)
+    return encoded
+
+  def reference(self, examples: Any) -> Any:
+    """What `evaluate` scores predictions against."""
+    return examples.labels
+
+  def targets(self, labels: np.ndarray) -> np.ndarray:
+    """Class ids, or regression scores scaled to [0, 1] as the released code does."""
+    if not self.is_regression:
+      return labels.astype(np.int32)
+    low, high = self.score_range
+    return ((labels - low) / (high - low)).astype(np.float32)
+
+  def predictions(self, outputs: np.ndarray) -> np.ndarray:
+    """Label ids, or scores on the task's scale, from outputs trained on `targets`."""
+    if not self.is_regression:
+      return outputs.argmax(-1)
+    low, high = self.score_range
+    return outputs[:, 0] * (high - low) + low
+
+  def loss(self, outputs: jax.Array, targets: jax.Array, mask: jax.Array) -> jax.Array:
+    """Mean cross-entropy, or mean squared error for regression, in float32.
+    `mask` is the batch's attention mask, for losses over tokens."""
+    del mask
+    if self.is_regression:
+      return jnp.mean(jnp.square(outputs[:, 0] - targets))
+    return jnp.mean(optax.softmax_cross_entropy_with_integer_labels(outputs, targets))
+
+  def evaluate(self, outputs: np.ndarray, encoded: Features, reference: Any) -> dict[str, float]:
+    del encoded
+    return score(self, reference, self.predictions(outputs))
+
+  def write_predictions(
+    self, path: str, outputs: np.ndarray, encoded: Features, examples: Any
+  ) -> None:
+    """The test split's predictions file (GLUE's submission format), at `path`.tsv."""
+    del encoded
+    write_submission(self, f'{path}.tsv', examples.ids, self.predictions(outputs))
+
+  def constant_baseline(self, train: Any, dev: dict[str, Any]) -> dict[str, Any]:
+    """What always giving the most frequent training answer scores on each dev
+    split; `train` and `dev`'s values are `reference`s."""
+    answer = constant_answer(self, train)
+    return {
+      'answer': answer_name(self, answer),
+      'dev': {
+        split: score(self, labels, np.full(len(labels), answer)) for split, labels in dev.items()
+      },
+    }
 
 
 @dataclasses.dataclass

@@ -26,8 +26,7 @@ import optax
 
 from configs import finetune as finetune_configs
 from electra_jax import config_lib, errors, metric_writer, optim, pretrained, sharding, storage
-from electra_jax.finetune import features, tagging, tasks
-from electra_jax.model import SequenceClassifier, TokenClassifier
+from electra_jax.finetune import features, tasks
 
 Features = features.Features
 
@@ -117,28 +116,17 @@ def load_source(config: ml_collections.ConfigDict, init: str) -> pretrained.Pret
 
 @dataclasses.dataclass
 class TaskData:
-  train: Features  # With 'targets': what task_loss compares the outputs with.
-  train_labels: Any  # Label ids or scores per row of `train`, or the tagged sentences.
-  dev: dict[str, tuple[Features, Any]]  # split -> (features, its examples' labels)
+  train: Features  # With 'targets': what the task's loss compares the outputs with.
+  train_reference: Any  # The training examples as the task scores them (labels, sentences).
+  dev: dict[str, tuple[Features, Any]]  # split -> (features, task.reference of its examples)
   test: dict[str, tuple[Features, Any]]  # split -> (features, its examples)
-
-
-def _encode(task: tasks.Task, examples, tokenizer, config, swap: bool = False) -> Features:
-  if isinstance(task, tagging.TaggingTask):
-    return tagging.encode(examples, tokenizer, task.labels, config.max_seq_length)
-  return features.encode(examples, tokenizer, config.max_seq_length, swap=swap)
-
-
-def _labels(task: tasks.Task, examples) -> Any:
-  """What a split is scored against: label ids or scores, or the tagged sentences."""
-  return examples if isinstance(task, tagging.TaggingTask) else examples.labels
 
 
 def load_task_data(
   files: tasks.TaskFiles, tokenizer, config, *, with_test: bool = True
 ) -> TaskData:
   """Reads and encodes the task's splits; a missing test file only skips predictions."""
-  task = files.task
+  task, length = files.task, config.max_seq_length
   train = files.read('train')
   if config.max_train_examples and len(train) > config.max_train_examples:
     # A seeded subset, so that every run with this config trains on the same one.
@@ -147,81 +135,33 @@ def load_task_data(
         np.random.default_rng(config.seed).permutation(len(train))[: config.max_train_examples]
       )
     )
-  train_features, train_labels = _encode(task, train, tokenizer, config), _labels(task, train)
-  if not isinstance(task, tagging.TaggingTask):
-    train_features['targets'] = task_targets(task, train.labels)
+  train_features, train_reference = task.encode(train, tokenizer, length), task.reference(train)
   if task.symmetric and config.double_unordered:
-    swapped = _encode(task, train, tokenizer, config, swap=True)
-    swapped['targets'] = train_features['targets']
+    swapped = task.encode(train, tokenizer, length, swap=True)
     train_features = {k: np.concatenate([v, swapped[k]]) for k, v in train_features.items()}
-    train_labels = np.concatenate([train_labels, train_labels])
+    train_reference = np.concatenate([train_reference, train_reference])
   dev = {}
   for split in task.dev_splits:
     examples = files.read(split)
-    dev[split] = (_encode(task, examples, tokenizer, config), _labels(task, examples))
+    dev[split] = (task.encode(examples, tokenizer, length), task.reference(examples))
   test = {}
   for split, _ in task.test_splits if with_test else ():
     if not epath.Path(files.paths[split]).exists():
       logging.warning('%s is missing: no test predictions for it', files.paths[split])
       continue
     examples = files.read(split)
-    test[split] = (_encode(task, examples, tokenizer, config), examples)
-  return TaskData(train_features, train_labels, dev, test)
+    test[split] = (task.encode(examples, tokenizer, length), examples)
+  return TaskData(train_features, train_reference, dev, test)
 
 
 # --- Model and state --------------------------------------------------------------------
-
-
-def task_targets(task: tasks.Task, labels: np.ndarray) -> np.ndarray:
-  """Class ids, or regression scores scaled to [0, 1] as the released code does."""
-  if not task.is_regression:
-    return labels.astype(np.int32)
-  low, high = task.score_range
-  return ((labels - low) / (high - low)).astype(np.float32)
-
-
-def task_predictions(task: tasks.Task, outputs: np.ndarray) -> np.ndarray:
-  """Label ids, or scores on the task's scale, from the outputs of a model trained on
-  task_targets."""
-  if not task.is_regression:
-    return outputs.argmax(-1)
-  low, high = task.score_range
-  return outputs[:, 0] * (high - low) + low
-
-
-def _tag_predictions(
-  task: tagging.TaggingTask, outputs: np.ndarray, feats: Features, sentences: tagging.Sentences
-) -> list[list[str]]:
-  """Each sentence's tags, read at its words' first pieces: windows are in sentence
-  order, so the first pieces are the words in order."""
-  ids = outputs.argmax(-1)[feats['word_starts'].astype(bool)]
-  bounds = np.cumsum([len(words) for words in sentences.words])[:-1]
-  return [[task.labels[i] for i in sentence] for sentence in np.split(ids, bounds)]
-
-
-def _score(task: tasks.Task, outputs: np.ndarray, feats: Features, labels: Any) -> dict:
-  if isinstance(task, tagging.TaggingTask):
-    return tagging.score(labels.tags, _tag_predictions(task, outputs, feats, labels))
-  return tasks.score(task, labels, task_predictions(task, outputs))
-
-
-def task_loss(task: tasks.Task, outputs: jax.Array, targets: jax.Array) -> jax.Array:
-  """Mean cross-entropy, or mean squared error for regression, in float32; for
-  tagging, over the words' first pieces (targets -1 elsewhere)."""
-  if isinstance(task, tagging.TaggingTask):
-    counted = targets >= 0
-    losses = optax.softmax_cross_entropy_with_integer_labels(outputs, jnp.maximum(targets, 0))
-    return jnp.sum(jnp.where(counted, losses, 0.0)) / jnp.maximum(jnp.sum(counted), 1)
-  if task.is_regression:
-    return jnp.mean(jnp.square(outputs[:, 0] - targets))
-  return jnp.mean(optax.softmax_cross_entropy_with_integer_labels(outputs, targets))
 
 
 @dataclasses.dataclass
 class _Programs:
   """What every seed shares: the model, shardings, optimizer and compiled steps."""
 
-  model: SequenceClassifier | TokenClassifier
+  model: nn.Module
   shardings: Any
   batch_sharding: NamedSharding
   tx: optax.GradientTransformation
@@ -235,8 +175,7 @@ class _Programs:
 def _programs(
   config, task: tasks.Task, source: pretrained.Pretrained, mesh, num_train: int
 ) -> _Programs:
-  head = TokenClassifier if isinstance(task, tagging.TaggingTask) else SequenceClassifier
-  model = head(source.discriminator_cfg, task.num_outputs, config.model.head_dropout_rate)
+  model = task.head(source.discriminator_cfg, config.model.head_dropout_rate)
   rules = config.mesh.logical_axis_rules
   with nn.logical_axis_rules(rules):
     boxed = jax.eval_shape(_init_fn(model, config), jax.random.key(0))
@@ -257,7 +196,7 @@ def _programs(
   )
 
 
-def _init_fn(model: SequenceClassifier | TokenClassifier, config) -> Callable:
+def _init_fn(model: nn.Module, config) -> Callable:
   ids = jnp.zeros((1, config.max_seq_length), jnp.int32)
   return lambda rng: model.init({'params': rng}, ids, ids, ids + 1)['params']
 
@@ -297,7 +236,7 @@ def _compile_steps(config, task: tasks.Task, programs: _Programs, opt_shardings:
           False,
           rngs={'dropout': rng},
         )
-      return task_loss(task, outputs, batch['targets'])
+      return task.loss(outputs, batch['targets'], batch['attention_mask'])
 
     loss, grads = jax.value_and_grad(loss_fn)(params)
     updates, opt_state = tx.update(grads, opt_state, params)
@@ -370,7 +309,7 @@ def run_seed(
   workdir: str,
 ) -> dict[str, Any]:
   """Trains from `source` with `seed`; returns dev metrics per split (and per epoch),
-  and writes test predictions (GLUE's submission format, or CoNLL lines for tagging)."""
+  and writes the test predictions files (the task's write_predictions)."""
   params = _init_params(config, programs, source, seed)
   opt_state = jax.jit(programs.tx.init)(params)
   if programs.train is None:
@@ -391,8 +330,8 @@ def run_seed(
 
   def evaluate() -> dict[str, dict[str, float]]:
     return {
-      split: _score(task, outputs(feats), feats, labels)
-      for split, (feats, labels) in data.dev.items()
+      split: task.evaluate(outputs(feats), feats, reference)
+      for split, (feats, reference) in data.dev.items()
     }
 
   step, losses, start, history = 0, [], time.perf_counter(), []
@@ -433,12 +372,9 @@ def run_seed(
   for split, submission_name in task.test_splits:
     if split in data.test:
       feats, examples = data.test[split]
-      path = os.path.join(out_dir, f'{submission_name}.tsv')
-      if isinstance(task, tagging.TaggingTask):
-        predicted = _tag_predictions(task, outputs(feats), feats, examples)
-        tagging.write_predictions(path, examples, predicted)
-      else:
-        tasks.write_submission(task, path, examples.ids, task_predictions(task, outputs(feats)))
+      task.write_predictions(
+        os.path.join(out_dir, submission_name), outputs(feats), feats, examples
+      )
   return {'dev': history[-1], 'dev_per_epoch': history, 'steps': programs.num_steps}
 
 
@@ -505,7 +441,9 @@ def finetune(
   }
   # The line a model must clear to have learned anything from its input: on a task
   # as skewed as CoLA or MRPC, the majority label already scores MCC 0 or F1 0.81.
-  constant = _constant_baseline(task, data)
+  constant = task.constant_baseline(
+    data.train_reference, {split: reference for split, (_, reference) in data.dev.items()}
+  )
   results = {
     'task': task.name,
     'data': files.paths,
@@ -542,26 +480,6 @@ def _finished_seed(workdir: str, seed: int, run_key: dict[str, Any]) -> dict[str
     return None
   logging.info('seed %d: finished by an earlier run, read from %s', seed, path)
   return saved['result']
-
-
-def _constant_baseline(task: tasks.Task, data: TaskData) -> dict[str, Any]:
-  """What always giving the most frequent training label (or tag) scores on dev."""
-  if isinstance(task, tagging.TaggingTask):
-    tags = [tag for sentence in data.train_labels.tags for tag in sentence]
-    answer = max(sorted(set(tags)), key=tags.count)
-    scores = {
-      split: tagging.score(labels.tags, [[answer] * len(s) for s in labels.tags])
-      for split, (_, labels) in data.dev.items()
-    }
-    return {'answer': answer, 'dev': scores}
-  answer = tasks.constant_answer(task, data.train_labels)
-  return {
-    'answer': tasks.answer_name(task, answer),
-    'dev': {
-      split: tasks.score(task, labels, np.full(len(labels), answer))
-      for split, (_, labels) in data.dev.items()
-    },
-  }
 
 
 def results_table(results: dict[str, Any]) -> str:
