@@ -326,11 +326,11 @@ def _set_aside(manager: ocp.CheckpointManager, step: int, error: Exception | Non
     multihost_utils.sync_global_devices(f'electra_jax:set_aside_{step}')
   manager.reload()
   logging.warning(
-    'Checkpoint %d in %s cannot be restored (%s); moved it to %s and trying the previous one',
+    'Checkpoint %d in %s cannot be restored (%s); %s, and trying the previous one',
     step,
     manager.directory,
     reason,
-    aside,
+    f'moved it to {aside}' if jax.process_index() == 0 else 'process 0 moved it aside',
   )
   return f'{step}: {reason}'
 

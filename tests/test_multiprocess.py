@@ -1,6 +1,7 @@
 """Two processes of 4 simulated CPU devices each, joined by jax.distributed with gloo
 collectives on loopback and meshed as two DCN granules, train like one process of 8
-devices, and a checkpoint written by the two resumes in one. SIGTERM to one of them,
+devices, and a checkpoint written by the two resumes in one; a damaged one is moved
+aside once, by process 0, and both resume from the one before. SIGTERM to one of them,
 or to both, stops both at the same step with the same checkpoint, and time-based
 saves happen on the same steps in both."""
 
@@ -124,6 +125,17 @@ def test_two_processes_train_like_one_and_resume_in_one(tmp_path, prepared):
   for tag in a:
     for step in range(7, 11):
       assert c[tag][step] == pytest.approx(a[tag][step], rel=1e-6, abs=1e-7), (tag, step)
+
+  # A damaged checkpoint: both processes find it damaged, process 0 alone moves
+  # it aside, and both resume from the one before.
+  state = [p for p in (two / 'checkpoints' / '10' / 'state').rglob('*') if p.is_file()]
+  biggest = max(state, key=lambda p: p.stat().st_size)
+  biggest.write_bytes(biggest.read_bytes()[: biggest.stat().st_size // 2])
+  logs = _finish(_two_processes(two, prepared))
+  for log in logs:
+    assert 'Resumed at step 6 ' in log, log[-3000:]
+  assert '; moved it to' in logs[0] and '; process 0 moved it aside' in logs[1]
+  assert len([p for p in (two / 'checkpoints').iterdir() if '.unreadable-' in p.name]) == 1
 
 
 def _two_processes(workdir, prepared: str, *extra: str) -> list[tuple[subprocess.Popen, str]]:
