@@ -54,7 +54,10 @@ def get_config(size: str = 'small') -> ml_collections.ConfigDict:
   # None: 3 epochs, 10 for RTE and STS-B (paper, Table 7).
   config.num_train_epochs = placeholder(float)
   config.default_epochs = 3.0
-  config.task_epochs = ml_collections.ConfigDict({'rte': 10.0, 'sts-b': 10.0})
+  # SQuAD: 2 epochs (paper, Table 7).
+  config.task_epochs = ml_collections.ConfigDict(
+    {'rte': 10.0, 'sts-b': 10.0, 'squad': 2.0, 'squad_v2': 2.0}
+  )
   # Caps the training examples read (0: all), e.g. for a fixed small budget.
   config.max_train_examples = 0
   # Each batch is cut to the shortest of 16, 32, 64, ... max_seq_length tokens
@@ -65,6 +68,22 @@ def get_config(size: str = 'small') -> ml_collections.ConfigDict:
   # Paraphrase and similarity tasks (MRPC, STS-B) also train on each pair
   # with its texts swapped, as the released code does (double_unordered).
   config.double_unordered = True
+
+  # --- SQuAD (--task=squad, squad_v2) ---------------------------------------------------
+  # As the released code's question answering (configure_finetuning.py), except:
+  # windows of 384 pieces (BERT's SQuAD length; the released code uses 512),
+  # a linear answerability classifier on [CLS] (the released code also feeds it
+  # the start logits), and the best answer span rather than its joint beam.
+  config.squad = ml_collections.ConfigDict()
+  config.squad.max_seq_length = 384  # Replaces max_seq_length for SQuAD.
+  config.squad.max_query_length = 64
+  config.squad.doc_stride = 128
+  config.squad.n_best_size = 20
+  config.squad.max_answer_length = 30
+  config.squad.answerable_weight = 0.5
+  # v2.0 answers nothing when the null odds (minus the answerability logit)
+  # exceed this: 0 is an even chance. Dev also reports the best threshold.
+  config.squad.null_threshold = 0.0
 
   # --- Model ----------------------------------------------------------------------------
   config.model = ml_collections.ConfigDict()

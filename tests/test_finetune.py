@@ -299,3 +299,41 @@ def test_bad_inputs_get_one_clear_line(colab_run, pretrained_workdir, tmp_path):
   )
   assert result.returncode == 2
   assert 'the tokenizer has 1000 ids but the model 30522' in result.stderr
+
+
+def test_squad_v2_through_the_cli(pretrained_workdir, tmp_path):
+  """Trained on v1.1 questions, scored on the first SQuAD 2.0 dev article; the
+  predictions are written in the official scripts' format."""
+  dev = json.loads((data_dir() / 'squad' / 'dev-v2.0-part-a.json').read_text())
+  dev['data'] = dev['data'][:1]
+  dev_file = tmp_path / 'dev.json'
+  dev_file.write_text(json.dumps(dev))
+  ids = [qa['id'] for p in dev['data'][0]['paragraphs'] for qa in p['qas']]
+  result = _finetune(
+    '--task=squad_v2',
+    f'--train_file={data_dir() / "squad" / "train-v1.1.json"}',
+    f'--dev_file={dev_file}',
+    f'--init={pretrained_workdir}',
+    f'--workdir={tmp_path / "out"}',
+    '--config.max_train_examples=256',
+    '--config.num_train_epochs=1',
+    '--config.squad.max_seq_length=128',
+    '--config.squad.doc_stride=48',
+    '--config.num_seeds=1',
+  )
+  assert result.returncode == 0, result.stderr[-3000:]
+  print(result.stdout)
+  results = json.loads((tmp_path / 'out' / 'results.json').read_text())
+  scores = results['seeds']['0']['dev']['dev']
+  assert set(scores) >= {'f1', 'exact_match', 'has_ans_f1', 'no_ans_f1', 'best_f1'}
+  # Answering nothing is right on the unanswerable questions (and on a gold
+  # answer that normalises to nothing, such as 'the').
+  constant = results['constant_baseline']['dev']['dev']
+  assert constant['has_ans_f1'] < 2 and constant['no_ans_f1'] == 100
+  # The best threshold searched on dev includes the default one.
+  assert scores['best_f1'] >= scores['f1'] - 1e-9
+  predictions = json.loads((tmp_path / 'out' / 'seed_0' / 'predictions.json').read_text())
+  null_odds = json.loads((tmp_path / 'out' / 'seed_0' / 'null_odds.json').read_text())
+  assert sorted(predictions) == sorted(null_odds) == sorted(ids)
+  assert all(isinstance(v, str) for v in predictions.values())
+  assert result.stdout.strip().splitlines()[-1].startswith('squad_v2 dev, median of 1 seeds:')

@@ -61,9 +61,9 @@ def encode(
   }
 
 
-def trim_padding(batch: Features, max_seq_length: int, shortest: int = 16) -> Features:
+def trim_padding(batch: Features, shortest: int = 16) -> Features:
   """The batch's [N, L] arrays cut to the shortest of shortest, 2 x shortest, ...,
-  max_seq_length that holds its longest row.
+  L that holds its longest row.
 
   Attention ignores padded keys and every other op is per token, so a row's
   outputs do not change; a few lengths mean a few compiled programs.
@@ -72,5 +72,6 @@ def trim_padding(batch: Features, max_seq_length: int, shortest: int = 16) -> Fe
   length = shortest
   while length < longest:
     length *= 2
-  length = min(length, max_seq_length)
-  return {k: v[:, :length] if v.ndim == 2 else v for k, v in batch.items()}
+  full = batch['input_ids'].shape[1]
+  length = min(length, full)
+  return {k: v[:, :length] if v.ndim == 2 and v.shape[1] == full else v for k, v in batch.items()}

@@ -27,7 +27,7 @@ import numpy as np
 
 from electra_jax import model, sharding
 from electra_jax.config_lib import EncoderConfig
-from electra_jax.finetune import features, tagging, tasks
+from electra_jax.finetune import features, squad, tagging, tasks
 from electra_jax.finetune import train as finetune_train
 
 POOLINGS = ('cls', 'mean')
@@ -165,11 +165,12 @@ def probe(config: ml_collections.ConfigDict, files: tasks.TaskFiles, init: str) 
   being the embeddings."""
   finetune_train.validate(config)
   task = files.task
-  if isinstance(task, tagging.TaggingTask):
+  if isinstance(task, (tagging.TaggingTask, squad.SquadTask)):
     raise finetune_train.FinetuneError(
       f'--task={task.name}: the probes read one vector per text; they fit sentence tasks only'
     )
   source = finetune_train.load_source(config, init)
+  finetune_train.check_length(task, config, source.discriminator_cfg)
   data = finetune_train.load_task_data(files, source.tokenizer, config, with_test=False)
   logging.info(
     '%s: %d training examples, from %s%s',

@@ -7,7 +7,7 @@ import os
 from absl import flags
 from ml_collections import config_flags
 
-from electra_jax.finetune import glue, tagging, tasks, user_files
+from electra_jax.finetune import glue, squad, tagging, tasks, user_files
 
 _DEFAULT_CONFIG = os.path.join(os.path.dirname(__file__), '..', '..', 'configs', 'finetune.py')
 # Flags that only --task=csv reads.
@@ -39,8 +39,11 @@ class TaskFlags:
     if given:
       raise tasks.TaskDataError(
         f'{", ".join(given)}: only --task=csv reads columns by name; '
-        f"--task={self.task.value} reads {'CoNLL' if tagging_task else 'GLUE'}'s layout"
+        f'--task={self.task.value} reads '
+        f"{'CoNLL' if tagging_task else 'SQuAD' if name in squad.FILES else 'GLUE'}'s layout"
       )
+    if name in squad.FILES:
+      return squad.task_files(name, self.data_dir.value, files, self.config.value.squad)
     if tagging_task:
       column = self.columns['label'].value if flags.FLAGS['label_column'].present else '-1'
       try:
@@ -65,14 +68,16 @@ def define_task_flags(config_help: str) -> TaskFlags:
       None,
       f'GLUE task ({", ".join(glue.TASKS)}; case-insensitive); csv: your own '
       'classification or regression files, read by the --*_column flags; tagging (or '
-      'conll2003): token tags (NER, chunking) from CoNLL-format files.',
+      'conll2003): token tags (NER, chunking) from CoNLL-format files; squad, squad_v2: '
+      'extractive question answering from SQuAD-format JSON.',
     ),
     flags.DEFINE_string(
       'data_dir',
       None,
       "The task's files: for GLUE, the task folders as GLUE ships them (CoLA/train.tsv, ...); "
       'for csv, train.tsv, dev.tsv and an optional test.tsv; for tagging, train.txt and '
-      'dev.txt, valid.txt or test.txt.',
+      'dev.txt, valid.txt or test.txt; for squad, train-v1.1.json and dev-v1.1.json '
+      '(v2.0 for squad_v2).',
     ),
     {
       split: flags.DEFINE_string(

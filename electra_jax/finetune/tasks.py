@@ -39,6 +39,9 @@ class Task:
   dev_splits: tuple[str, ...] = ('dev',)
   # Test split -> name of its predictions file (GLUE's submission names).
   test_splits: tuple[tuple[str, str], ...] = ()
+  # Dev split -> name of a predictions file written for it (SQuAD's, which the
+  # official evaluation script reads).
+  dev_predictions: tuple[tuple[str, str], ...] = ()
   # The two texts are interchangeable (paraphrase, similarity): the released
   # code also trains on each pair swapped (config double_unordered).
   symmetric: bool = False
@@ -53,6 +56,10 @@ class Task:
     return 1 if self.labels is None else len(self.labels)
 
   # What the fine-tuning loop calls; other kinds of task override them.
+
+  def sequence_length(self, config: Any) -> tuple[str, int]:
+    """(the config key, the value) of the length of the model's inputs."""
+    return 'config.max_seq_length', config.max_seq_length
 
   def head(self, cfg: EncoderConfig, dropout_rate: float) -> nn.Module:
     return SequenceClassifier(cfg, self.num_outputs, dropout_rate)
@@ -98,7 +105,7 @@ class Task:
   def write_predictions(
     self, path: str, outputs: np.ndarray, encoded: Features, examples: Any
   ) -> None:
-    """The test split's predictions file (GLUE's submission format), at `path`.tsv."""
+    """A split's predictions file (GLUE's submission format), at `path`.tsv."""
     del encoded
     write_submission(self, f'{path}.tsv', examples.ids, self.predictions(outputs))
 

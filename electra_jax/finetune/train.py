@@ -106,12 +106,16 @@ def load_source(config: ml_collections.ConfigDict, init: str) -> pretrained.Pret
       f'but the model {cfg.vocab_size}; the checkpoint and its vocabulary '
       'do not belong together'
     )
-  if config.max_seq_length > cfg.max_position_embeddings:
-    raise config_lib.ConfigError(
-      f"config.max_seq_length: {config.max_seq_length} exceeds the model's "
-      f'{cfg.max_position_embeddings} positions'
-    )
   return source
+
+
+def check_length(task: tasks.Task, config: ml_collections.ConfigDict, cfg) -> None:
+  """Refuses inputs longer than the model's position embeddings."""
+  key, length = task.sequence_length(config)
+  if length > cfg.max_position_embeddings:
+    raise config_lib.ConfigError(
+      f"{key}: {length} exceeds the model's {cfg.max_position_embeddings} positions"
+    )
 
 
 @dataclasses.dataclass
@@ -288,7 +292,7 @@ def predict_outputs(
     pad = batch_size - len(rows['input_ids'])
     rows = {k: np.pad(v, [(0, pad)] + [(0, 0)] * (v.ndim - 1)) for k, v in rows.items()}
     if trim:
-      rows = features.trim_padding(rows, length)
+      rows = features.trim_padding(rows)
     out = np.asarray(predict(params, sharding.make_global_batch(rows, batch_sharding)))
     if out.ndim == 3:  # Per-token outputs of a trimmed batch: padded back to full length.
       out = np.pad(out, ((0, 0), (0, length - out.shape[1]), (0, 0)))
@@ -328,9 +332,12 @@ def run_seed(
       config.trim_padding,
     )
 
+  dev_outputs = {}
+
   def evaluate() -> dict[str, dict[str, float]]:
+    dev_outputs.update({split: outputs(feats) for split, (feats, _) in data.dev.items()})
     return {
-      split: task.evaluate(outputs(feats), feats, reference)
+      split: task.evaluate(dev_outputs[split], feats, reference)
       for split, (feats, reference) in data.dev.items()
     }
 
@@ -341,7 +348,7 @@ def run_seed(
       rows = order[b * batch_size : (b + 1) * batch_size]
       batch = {k: v[rows] for k, v in data.train.items()}
       if config.trim_padding:
-        batch = features.trim_padding(batch, config.max_seq_length)
+        batch = features.trim_padding(batch)
       params, opt_state, loss = programs.train(
         params,
         opt_state,
@@ -369,6 +376,9 @@ def run_seed(
       writer.write(step, values, prefix=f'dev/{split}')
   writer.close()
 
+  for split, name in task.dev_predictions:
+    feats, reference = data.dev[split]
+    task.write_predictions(os.path.join(out_dir, name), dev_outputs[split], feats, reference)
   for split, submission_name in task.test_splits:
     if split in data.test:
       feats, examples = data.test[split]
@@ -390,6 +400,7 @@ def finetune(
   validate(config)
   task = files.task
   source = load_source(config, init)
+  check_length(task, config, source.discriminator_cfg)
   hidden_size = source.discriminator_cfg.hidden_size
   if hidden_size != finetune_configs.HIDDEN_SIZE[config.size]:
     logging.warning(
