@@ -28,6 +28,12 @@ else:
   os.environ['XLA_FLAGS'] = _XLA_FLAGS
 
 
+# gs:// paths through gcsfs, as where TensorFlow is not installed (the tests
+# install it, and etils.epath would pick tf.io.gfile). Set before any test uses
+# epath: it reads the choice once per process.
+os.environ['EPATH_USE_TF'] = 'false'
+
+
 # One persistent compilation cache for the whole session, inherited by the
 # xdist workers and the CLI subprocesses: a test's later runs of the same config
 # skip compilation. The process that made it removes it on exit.
