@@ -9,18 +9,22 @@ aside.
 
 import json
 import os
+import pathlib
 import re
 import signal
 import subprocess
 import sys
 import time
 
+from etils import epath
 import jax
 import numpy as np
 import orbax.checkpoint as ocp
 import pytest
 
+from configs import tiny
 from electra_jax import checkpointing, metric_writer, pretrained, storage
+from electra_jax.data import pipeline, shard_writer
 from tests import gcs_emulator
 from tests.conftest import REPO, data_dir
 
@@ -108,6 +112,30 @@ def test_paths_in_a_bucket(gcs, tmp_path):
   assert not storage.exists(f'{BUCKET}/unit/z/half.bin')
 
 
+def test_prepared_data_in_a_bucket_is_read_from_a_local_copy(gcs, tmp_path):
+  options = shard_writer.PrepareOptions(
+    corpus=f'wiki:{data_dir()}/wikipedia/AA/wiki_00',
+    max_seq_length=64,
+    vocab=str(data_dir() / 'vocab' / 'bert-base-uncased-vocab.txt'),
+  )
+  remote = shard_writer.prepare(options, f'{BUCKET}/copied', num_workers=1, progress=False)
+  config = tiny.get_config()
+  config.data.prepared_dir, config.data.local_copy_dir = remote.directory, str(tmp_path)
+  config.model.vocab_size, config.max_seq_length = remote.vocab_size, 64
+  local = pipeline.prepared_data(config, str(tmp_path / 'workdir'))
+  assert local.directory == str(tmp_path / 'electra-test_copied')
+  assert local.metadata == remote.metadata
+  shard = pathlib.Path(local.shard_paths()[0])
+  assert shard.read_bytes() == epath.Path(remote.shard_paths()[0]).read_bytes()
+  # A later run keeps the copy; the batches are the bucket's.
+  written = shard.stat().st_mtime_ns
+  assert pipeline.prepared_data(config, str(tmp_path / 'workdir')).directory == local.directory
+  assert shard.stat().st_mtime_ns == written
+  first = lambda data: next(pipeline.train_iterator(data, config, process_index=0, process_count=1))
+  for key, value in first(remote).items():
+    np.testing.assert_array_equal(value, first(local)[key])
+
+
 def test_refused_reads_are_trouble_not_damage(gcs, tmp_path):
   """The errors that gcsfs and tensorstore raise while the server refuses a
   checkpoint read as trouble; a truncated file reads as damage."""
@@ -156,13 +184,22 @@ def test_the_whole_user_path_in_a_bucket(gcs, tmp_path):
   assert 'in 2 shards' in result.stdout
 
   # The reference: 30 uninterrupted steps in a local workdir, from the bucket's data.
+  # It reads the shards from the bucket; the run below, from a local copy.
   reference = str(tmp_path / 'reference')
-  result = _run('electra_jax.main', *_pretrain(reference, prepared, '--config.num_train_steps=30'))
+  result = _run(
+    'electra_jax.main',
+    *_pretrain(reference, prepared, '--config.num_train_steps=30', '--config.data.local_copy_dir='),
+  )
   assert result.returncode == 0, result.stderr[-3000:]
 
   # The same in the bucket, killed after its checkpoint of step 20, then resumed.
   workdir = f'{BUCKET}/run'
-  args = _pretrain(workdir, prepared, '--config.num_train_steps=30')
+  args = _pretrain(
+    workdir,
+    prepared,
+    '--config.num_train_steps=30',
+    f'--config.data.local_copy_dir={tmp_path / "copies"}',
+  )
   log = tmp_path / 'killed.log'
   with open(log, 'w') as f:
     process = subprocess.Popen(
@@ -181,6 +218,7 @@ def test_the_whole_user_path_in_a_bucket(gcs, tmp_path):
   result = _run('electra_jax.main', *args)
   assert result.returncode == 0, result.stderr[-3000:]
   assert re.search(r'Resumed at step (20|30) ', result.stderr), result.stderr[-3000:]
+  assert f'Reading {prepared} from its local copy {tmp_path / "copies"}' in result.stderr
   a, b = _scalars(reference), _scalars(workdir)
   assert set(a) == set(b)
   for tag in a:

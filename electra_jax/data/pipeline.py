@@ -16,6 +16,7 @@ of hosts and see the same data.
 
 import functools
 import os
+import time
 
 from absl import logging
 import grain
@@ -24,7 +25,7 @@ from jax.experimental import multihost_utils
 import ml_collections
 import numpy as np
 
-from electra_jax import config_lib
+from electra_jax import config_lib, storage
 from electra_jax.data import packing, shard_writer, shards
 
 Batch = dict[str, np.ndarray]
@@ -48,8 +49,27 @@ def prepared_data(config: ml_collections.ConfigDict, workdir: str) -> shards.Pre
       logging.info('%s', shard_writer.summary(data))
     multihost_utils.sync_global_devices('electra_jax:prepare_data')
     data = shards.PreparedData.load(directory)
+  if storage.is_url(data.directory) and config.data.local_copy_dir:
+    data = _local_copy(data, config.data.local_copy_dir)
   check_compatible(data, config)
   return data
+
+
+def _local_copy(data: shards.PreparedData, local_copy_dir: str) -> shards.PreparedData:
+  """`data` copied under local_copy_dir, in a folder named by its URL."""
+  name = data.directory.rstrip('/').split('://', 1)[1].replace('/', '_')
+  directory = os.path.join(os.path.expanduser(local_copy_dir), name)
+  start = time.perf_counter()
+  copied = data.copy_to(directory)
+  size = sum(os.path.getsize(p) for p in copied.shard_paths())
+  logging.info(
+    'Reading %s from its local copy %s (%.1f MB, %.1f s to make or check)',
+    data.directory,
+    directory,
+    size / 1e6,
+    time.perf_counter() - start,
+  )
+  return copied
 
 
 def check_compatible(data: shards.PreparedData, config: ml_collections.ConfigDict) -> None:

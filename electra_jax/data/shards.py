@@ -100,6 +100,26 @@ class PreparedData:
       os.path.join(self.directory, s['file']) for s in self.metadata['shards'] if s['examples']
     ]
 
+  def copy_to(self, directory: str) -> 'PreparedData':
+    """This directory's shards, tokenizer file and metadata copied into `directory`
+    (local), which keeps a complete copy of the same data from an earlier run.
+    Each file is renamed into place whole and the metadata comes last, so
+    several processes of one host may copy at once, and a killed copy starts
+    again."""
+    target = os.path.join(directory, 'metadata.json')
+    if storage.exists(target) and storage.read_json(target) == self.metadata:
+      return PreparedData.load(directory)
+    names = [
+      f'tokenizer/{self.metadata["tokenizer"]["file"]}',
+      *(s['file'] for s in self.metadata['shards']),
+    ]
+    for name in names:
+      epath.Path(directory, name).parent.mkdir(parents=True, exist_ok=True)
+      with storage.staged(os.path.join(directory, name)) as local:
+        storage.copy(os.path.join(self.directory, name), local)
+    storage.write_json(target, self.metadata)
+    return PreparedData.load(directory)
+
   def tokenizer(self) -> tokenizers.Tokenizer:
     return tokenizers.load_tokenizer(
       self.metadata['tokenizer'], os.path.join(self.directory, 'tokenizer')
