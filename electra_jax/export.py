@@ -6,10 +6,11 @@ OUT receives the full-size network that pretraining kept: the discriminator
 as `ElectraForPreTraining` (objectives electra and electra_15), or the masked
 LM as `ElectraForMaskedLM` (mlm, replace_mlm, all_tokens_mlm; All-Tokens
 MLM's copy head has no HF counterpart and is left out). Beside config.json and
-model.safetensors it writes, with a WordPiece vocabulary, the tokenizer files
-(vocab.txt, tokenizer_config.json, special_tokens_map.json), so that
-`transformers.AutoModelForPreTraining.from_pretrained(OUT)` (or
-`ElectraForMaskedLM`) and `ElectraTokenizer.from_pretrained(OUT)` load it.
+model.safetensors it writes the tokenizer files: with a WordPiece vocabulary
+vocab.txt for ElectraTokenizer, with a sentencepiece model a fast tokenizer's
+tokenizer.json, each with tokenizer_config.json and special_tokens_map.json.
+So `transformers.AutoModelForPreTraining.from_pretrained(OUT)` (or
+`ElectraForMaskedLM`) and `AutoTokenizer.from_pretrained(OUT)` load it.
 --generator also writes the generator as `ElectraForMaskedLM` to
 OUT/generator. --workdir may also be an HF directory, which is then written
 back out (a lossless round trip).
@@ -18,9 +19,12 @@ back out (a lossless round trip).
 import json
 import os
 
-from absl import flags, logging
+from absl import flags
+from etils import epath
+from sentencepiece import sentencepiece_model_pb2
+import tokenizers as hf_tokenizers
 
-from electra_jax import cli, config_lib, hf_interop, objectives, pretrained, storage
+from electra_jax import cli, config_lib, errors, hf_interop, objectives, pretrained, storage
 from electra_jax.data import tokenizers
 
 _WORKDIR = flags.DEFINE_string('workdir', None, 'A pretraining workdir (or an HF directory).')
@@ -34,28 +38,73 @@ flags.mark_flags_as_required(['workdir', 'output'])
 def _write_tokenizer(
   tokenizer: tokenizers.Tokenizer | None, directory: str, max_length: int
 ) -> None:
-  if not isinstance(tokenizer, tokenizers.WordPieceTokenizer):
-    logging.warning(
-      'The model uses a sentencepiece tokenizer, which HF ElectraTokenizer '
-      'cannot read; %s gets the model only',
-      directory,
-    )
+  """The tokenizer files HF `AutoTokenizer` loads: ElectraTokenizer's vocab.txt for
+  WordPiece, a fast tokenizer's tokenizer.json for sentencepiece."""
+  if tokenizer is None:
     return
-  storage.copy(tokenizer.file_path, os.path.join(directory, 'vocab.txt'))
   special = dict(
     zip(
       ('pad_token', 'unk_token', 'cls_token', 'sep_token', 'mask_token'), tokenizers.SPECIAL_TOKENS
     )
   )
-  settings = {
-    'tokenizer_class': 'ElectraTokenizer',
-    'do_lower_case': tokenizer.lower_case,
-    'strip_accents': tokenizer.strip_accents,
-    'model_max_length': max_length,
-    **special,
-  }
+  settings = {'model_max_length': max_length, **special}
+  if isinstance(tokenizer, tokenizers.WordPieceTokenizer):
+    storage.copy(tokenizer.file_path, os.path.join(directory, 'vocab.txt'))
+    settings.update(
+      tokenizer_class='ElectraTokenizer',
+      do_lower_case=tokenizer.lower_case,
+      strip_accents=tokenizer.strip_accents,
+    )
+  else:
+    storage.write_text(
+      os.path.join(directory, 'tokenizer.json'), _sentencepiece_tokenizer_json(tokenizer)
+    )
+    settings.update(
+      tokenizer_class='PreTrainedTokenizerFast',
+      # ELECTRA reads segment ids, which the generic fast tokenizer leaves out by default.
+      model_input_names=['input_ids', 'token_type_ids', 'attention_mask'],
+    )
   for name, value in (('tokenizer_config.json', settings), ('special_tokens_map.json', special)):
     storage.write_text(os.path.join(directory, name), json.dumps(value, indent=2))
+
+
+def _sentencepiece_tokenizer_json(tokenizer: tokenizers.SentencePieceTokenizer) -> str:
+  """The sentencepiece model as an HF `tokenizers` Unigram model with the same
+  normalisation (its precompiled NFKC map, collapsed and stripped spaces) and
+  '▁' word starts, adding [CLS] and [SEP] as ElectraTokenizer does. The ids
+  are sentencepiece's: tests/test_export.py checks them on Wikipedia text."""
+  model = sentencepiece_model_pb2.ModelProto()
+  model.ParseFromString(epath.Path(tokenizer.file_path).read_bytes())
+  if model.trainer_spec.model_type != sentencepiece_model_pb2.TrainerSpec.UNIGRAM:
+    raise errors.UserError(
+      f'{tokenizer.file_path}: not a unigram sentencepiece model; the HF export converts '
+      'unigram models only (the default config.data.spm_model_type)'
+    )
+  hf = hf_tokenizers.Tokenizer(
+    hf_tokenizers.models.Unigram(
+      [(p.piece, p.score) for p in model.pieces],
+      model.trainer_spec.unk_id,
+      model.trainer_spec.byte_fallback,
+    )
+  )
+  steps = []
+  if model.normalizer_spec.precompiled_charsmap:
+    steps.append(hf_tokenizers.normalizers.Precompiled(model.normalizer_spec.precompiled_charsmap))
+  if model.normalizer_spec.remove_extra_whitespaces:
+    steps += [
+      hf_tokenizers.normalizers.Strip(),
+      hf_tokenizers.normalizers.Replace(hf_tokenizers.Regex(' {2,}'), ' '),
+    ]
+  hf.normalizer = hf_tokenizers.normalizers.Sequence(steps)
+  scheme = 'always' if model.normalizer_spec.add_dummy_prefix else 'never'
+  hf.pre_tokenizer = hf_tokenizers.pre_tokenizers.Metaspace(prepend_scheme=scheme)
+  hf.decoder = hf_tokenizers.decoders.Metaspace(prepend_scheme=scheme)
+  hf.post_processor = hf_tokenizers.processors.TemplateProcessing(
+    single='[CLS] $A:0 [SEP]',
+    pair='[CLS] $A:0 [SEP] $B:1 [SEP]:1',
+    special_tokens=[('[CLS]', tokenizer.cls_id), ('[SEP]', tokenizer.sep_id)],
+  )
+  return hf.to_str(pretty=True)
 
 
 def export(source: pretrained.Pretrained, output: str, *, generator: bool = False) -> list[str]:

@@ -16,8 +16,8 @@ import pytest
 from safetensors import numpy as safetensors_numpy
 
 from configs import tiny
-from electra_jax import checkpointing, hf_interop, optim, pretrained, sharding, train
-from electra_jax.data import shard_writer, tokenizers
+from electra_jax import checkpointing, export, hf_interop, optim, pretrained, sharding, train
+from electra_jax.data import shard_writer, sources, tokenizers
 from tests.conftest import REPO, data_dir, require
 
 torch = require('torch')
@@ -370,3 +370,36 @@ def test_continued_pretraining_starts_from_released_hf_checkpoints(workdir, held
   result = _cli(*args, '--config.model.num_layers=2', f'--workdir={tmp_path / "smaller"}')
   assert result.returncode == 2
   assert 'its discriminator has num_layers 3 (this config: 2)' in result.stderr.splitlines()[-1]
+
+
+@pytest.mark.parametrize('language', ['english', 'korean'])
+def test_a_sentencepiece_tokenizer_exports_as_a_fast_tokenizer_with_the_same_ids(
+  language, tiny_tokenizer, tmp_path
+):
+  if language == 'english':
+    tokenizer, text = tiny_tokenizer, data_dir() / 'wikipedia' / 'AA' / 'wiki_05'
+  else:
+    text = data_dir() / 'korean' / 'kowiki' / 'AA' / 'wiki_00'
+    lines = (
+      line
+      for doc in sources.read_documents(sources.WorkUnit('wiki', str(text)), sources.ReadOptions())
+      for line in doc
+    )
+    tokenizer = tokenizers.SentencePieceTokenizer(
+      tokenizers.train_sentencepiece(
+        lines, str(tmp_path / 'spm'), vocab_size=4000, model_type='unigram', max_sentences=20_000
+      )
+    )
+    text = data_dir() / 'korean' / 'kowiki' / 'AA' / 'wiki_01'
+  unit = sources.WorkUnit('wiki', str(text))
+  lines = [line for doc in sources.read_documents(unit, sources.ReadOptions()) for line in doc]
+  lines = lines[:2000] + ['  two  spaces ', 'tab\there', 'ＦＵＬＬ width ①', '']
+  (tmp_path / 'hf').mkdir()
+  export._write_tokenizer(tokenizer, str(tmp_path / 'hf'), 128)
+  hf = transformers.AutoTokenizer.from_pretrained(str(tmp_path / 'hf'))
+  ours = tokenizer.encode(lines)
+  theirs = hf(lines, add_special_tokens=False)['input_ids']
+  assert [i for i in range(len(lines)) if ours[i] != theirs[i]] == []
+  pair = hf('a question', 'its context')
+  assert pair['input_ids'][0] == tokenizer.cls_id and pair['input_ids'][-1] == tokenizer.sep_id
+  assert pair['token_type_ids'][-1] == 1 and hf.mask_token_id == tokenizer.mask_id
