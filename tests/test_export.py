@@ -372,7 +372,8 @@ def test_continued_pretraining_starts_from_released_hf_checkpoints(workdir, held
   assert 'its discriminator has num_layers 3 (this config: 2)' in result.stderr.splitlines()[-1]
 
 
-@pytest.mark.parametrize('language', ['english', 'korean'])
+# Korean trains its own sentencepiece model first: heavy, for the suite's time.
+@pytest.mark.parametrize('language', ['english', pytest.param('korean', marks=pytest.mark.heavy)])
 def test_a_sentencepiece_tokenizer_exports_as_a_fast_tokenizer_with_the_same_ids(
   language, tiny_tokenizer, tmp_path
 ):
