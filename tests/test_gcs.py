@@ -69,6 +69,25 @@ def _pretrain(workdir: str, prepared: str, *args: str) -> list[str]:
   ]
 
 
+def _start_until(
+  args: list[str], log: pathlib.Path, text: str
+) -> tuple[subprocess.Popen, pathlib.Path]:
+  """Starts the main job with its log in `log`; returns once the log holds `text`."""
+  with open(log, 'w') as f:
+    process = subprocess.Popen(
+      [sys.executable, '-m', 'electra_jax.main', *args],
+      cwd=REPO,
+      stdout=subprocess.DEVNULL,
+      stderr=f,
+      env=dict(os.environ, JAX_PLATFORMS='cpu'),
+    )
+  deadline = time.monotonic() + 600
+  while text not in log.read_text():
+    assert process.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
+    time.sleep(0.05)
+  return process, log
+
+
 def _scalars(workdir: str) -> dict[str, dict[int, float]]:
   """{tag: {step: value}} without the timing figures; a redone step keeps its last value."""
   return {
@@ -200,19 +219,7 @@ def test_the_whole_user_path_in_a_bucket(gcs, tmp_path):
     '--config.num_train_steps=30',
     f'--config.data.local_copy_dir={tmp_path / "copies"}',
   )
-  log = tmp_path / 'killed.log'
-  with open(log, 'w') as f:
-    process = subprocess.Popen(
-      [sys.executable, '-m', 'electra_jax.main', *args],
-      cwd=REPO,
-      stdout=subprocess.DEVNULL,
-      stderr=f,
-      env=dict(os.environ, JAX_PLATFORMS='cpu'),
-    )
-  deadline = time.monotonic() + 600
-  while 'Saved the checkpoint of step 20' not in log.read_text():
-    assert process.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
-    time.sleep(0.1)
+  process, _ = _start_until(args, tmp_path / 'killed.log', 'Saved the checkpoint of step 20')
   process.send_signal(signal.SIGKILL)
   process.wait()
   result = _run('electra_jax.main', *args)
@@ -286,20 +293,8 @@ def test_a_checkpoint_the_bucket_refuses_for_a_while_is_never_moved_aside(
 
   # Refused until the first retry is announced, then served: the retries resume from it.
   gcs.refuse('refused_run/checkpoints/20/state/')
-  log = tmp_path / 'refused.log'
   try:
-    with open(log, 'w') as f:
-      process = subprocess.Popen(
-        [sys.executable, '-m', 'electra_jax.main', *more],
-        cwd=REPO,
-        stdout=subprocess.DEVNULL,
-        stderr=f,
-        env=dict(os.environ, JAX_PLATFORMS='cpu'),
-      )
-    deadline = time.monotonic() + 600
-    while 'trying again in 1 s' not in log.read_text():
-      assert process.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
-      time.sleep(0.05)
+    process, log = _start_until(more, tmp_path / 'refused.log', 'trying again in 1 s')
   finally:
     gcs.stop_refusing()
   assert process.wait(timeout=600) == 0, log.read_text()[-3000:]
