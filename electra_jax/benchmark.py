@@ -29,6 +29,7 @@ import tempfile
 import time
 
 from absl import flags
+from etils import epath
 import jax
 from ml_collections import config_flags
 import numpy as np
@@ -41,7 +42,6 @@ from electra_jax import (
   flops,
   loop,
   sharding,
-  storage,
   train,
 )
 from electra_jax.data import pipeline, shard_writer, tokenizers
@@ -278,7 +278,7 @@ def time_checkpoints(config, state, step, batch, workdir: str, saves: int = 3) -
 
 def run_input(config, corpus: str, directory: str, seconds: float) -> dict[str, float]:
   """Prepares `corpus` into `directory`, then reads batches for `seconds`."""
-  if storage.exists(directory):
+  if epath.Path(directory).exists():
     raise errors.UserError(
       f'--input_dir={directory} exists; the preparation benchmark needs a fresh directory'
     )

@@ -118,7 +118,7 @@ def main(argv: list[str]) -> None:
       '(the special tokens, the unused slots and 100 pieces)'
     )
   name = 'vocab.txt' if _TYPE.value == 'wordpiece' else 'spm.model'
-  if storage.exists(os.path.join(_OUTPUT.value, name)):
+  if epath.Path(os.path.join(_OUTPUT.value, name)).exists():
     raise tokenizers.TokenizerError(
       f'--output={_OUTPUT.value}: already holds {name}; choose another folder or delete it'
     )

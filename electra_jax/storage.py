@@ -53,10 +53,6 @@ def open_text(
   return io.TextIOWrapper(epath.Path(path).open(mode + 'b'), encoding=encoding, newline=newline)
 
 
-def exists(path: PathLike) -> bool:
-  return epath.Path(path).exists()
-
-
 def read_json(path: PathLike) -> Any:
   return json.loads(epath.Path(path).read_text())
 

@@ -121,14 +121,14 @@ def test_paths_in_a_bucket(gcs, tmp_path):
   assert storage.read_json(f'{BUCKET}/unit/y/b.json') == {'b': 1}
   with storage.open_text(f'{BUCKET}/unit/y/c.txt') as f:
     assert f.read() == 'gamma\n'
-  assert storage.exists(f'{BUCKET}/unit/x/a.txt')
-  assert not storage.exists(f'{BUCKET}/unit/x/missing.txt')
+  assert epath.Path(f'{BUCKET}/unit/x/a.txt').exists()
+  assert not epath.Path(f'{BUCKET}/unit/x/missing.txt').exists()
   # A staged write that fails leaves nothing behind.
   with pytest.raises(RuntimeError):
     with storage.staged(f'{BUCKET}/unit/z/half.bin') as local:
       open(local, 'wb').write(b'half')
       raise RuntimeError('killed mid-write')
-  assert not storage.exists(f'{BUCKET}/unit/z/half.bin')
+  assert not epath.Path(f'{BUCKET}/unit/z/half.bin').exists()
 
 
 def test_prepared_data_in_a_bucket_is_read_from_a_local_copy(gcs, tmp_path):
@@ -254,7 +254,7 @@ def test_the_whole_user_path_in_a_bucket(gcs, tmp_path):
   assert result.returncode == 0, result.stderr[-3000:]
   results = storage.read_json(f'{BUCKET}/finetuned/results.json')
   assert results['pretraining_step'] == 30 and results['data']['dev'] == f'{glue}/SST-2/dev.tsv'
-  assert storage.exists(f'{BUCKET}/finetuned/seed_0/SST-2.tsv')
+  assert epath.Path(f'{BUCKET}/finetuned/seed_0/SST-2.tsv').exists()
   assert storage.glob(f'{BUCKET}/finetuned/seed_0/events.out.tfevents.*')
 
   result = _run('electra_jax.export', f'--workdir={workdir}', f'--output={BUCKET}/hf')

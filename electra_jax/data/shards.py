@@ -107,7 +107,7 @@ class PreparedData:
     several processes of one host may copy at once, and a killed copy starts
     again."""
     target = os.path.join(directory, 'metadata.json')
-    if storage.exists(target) and storage.read_json(target) == self.metadata:
+    if epath.Path(target).exists() and storage.read_json(target) == self.metadata:
       return PreparedData.load(directory)
     names = [
       f'tokenizer/{self.metadata["tokenizer"]["file"]}',

@@ -11,6 +11,7 @@ import csv
 import dataclasses
 import os
 
+from etils import epath
 import numpy as np
 
 from electra_jax import storage
@@ -134,7 +135,7 @@ def get_task(name: str) -> GlueTask:
 
 
 def _read_rows(path: str) -> list[list[str]]:
-  if not storage.exists(path):
+  if not epath.Path(path).exists():
     raise tasks.TaskDataError(
       f'{path}: no such file; --data_dir must hold the task folders as GLUE '
       'ships them (e.g. glue_data/CoLA/train.tsv), or name the file with --train_file, '

@@ -28,6 +28,7 @@ import os
 import re
 from typing import Any
 
+from etils import epath
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
@@ -71,7 +72,7 @@ class Questions:
 def read_squad(path: str, *, unanswerable: bool) -> Questions:
   """The questions of a SQuAD-format file; `unanswerable` allows v2.0's questions
   without answers. Errors name the file and the question."""
-  if not storage.exists(path):
+  if not epath.Path(path).exists():
     raise TaskDataError(f'{path}: no such file')
   try:
     articles = json.loads(_read_text(path))['data']

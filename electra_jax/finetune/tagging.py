@@ -16,6 +16,7 @@ import dataclasses
 import os
 from typing import Any
 
+from etils import epath
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
@@ -53,7 +54,7 @@ class Sentences:
 def read_conll(path: str, label_column: int = -1, *, tagged: bool = True) -> Sentences:
   """The sentences of a CoNLL file (`tagged` False: words only, which a test file
   may hold alone); errors name the file and line."""
-  if not storage.exists(path):
+  if not epath.Path(path).exists():
     raise TaskDataError(f'{path}: no such file')
   words, tags, sentence_words, sentence_tags = [], [], [], []
 
@@ -159,7 +160,7 @@ def task_files(
       paths[split] = files[split]
       continue
     found = [os.path.join(data_dir, f) for f in defaults if data_dir is not None]
-    found = [path for path in found if storage.exists(path)]
+    found = [path for path in found if epath.Path(path).exists()]
     if not found:
       raise TaskDataError(
         f'--task={name} needs a {split} file: name it with --{split}_file, or give --data_dir '

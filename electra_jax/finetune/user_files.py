@@ -18,6 +18,7 @@ import dataclasses
 import json
 import os
 
+from etils import epath
 import numpy as np
 
 from electra_jax import storage
@@ -49,7 +50,7 @@ def _records(path: str) -> list[tuple[int, dict[str, str]]]:
       f'{path}: unknown file type; name it .tsv, .csv or .jsonl for tab-separated, '
       'comma-separated or JSON-lines rows'
     )
-  if not storage.exists(path):
+  if not epath.Path(path).exists():
     raise TaskDataError(f'{path}: no such file')
   try:
     with storage.open_text(path, encoding='utf-8-sig', newline='') as f:
@@ -112,7 +113,7 @@ def task_files(data_dir: str | None, files: dict[str, str], columns: Columns) ->
     if split in files:
       paths[split] = files[split]
     elif data_dir is not None and (
-      split != 'test' or storage.exists(os.path.join(data_dir, default))
+      split != 'test' or epath.Path(os.path.join(data_dir, default)).exists()
     ):
       paths[split] = os.path.join(data_dir, default)
     elif split != 'test':
