@@ -38,7 +38,7 @@ def test_windows_hold_the_answers_they_point_at(wordpiece):
   questions = squad.read_squad(
     str(data_dir() / 'squad' / 'train-v1.1.json'), unanswerable=False
   ).subset(np.arange(300))
-  encoded = task.encode(questions, wordpiece, 0)
+  encoded = task.encode(questions, wordpiece, task.max_seq_length)
   assert encoded['input_ids'].shape[1] == 128
   assert len(encoded['example']) > len(questions)  # Long contexts take several windows.
   # Every context piece has its most context in exactly one window of its question.
@@ -62,7 +62,7 @@ def test_sentencepiece_and_unanswerable_questions(tiny_tokenizer):
   questions = squad.read_squad(
     str(data_dir() / 'squad' / 'dev-v2.0-part-a.json'), unanswerable=True
   ).subset(np.arange(200))
-  encoded = task.encode(questions, tiny_tokenizer, 0)
+  encoded = task.encode(questions, tiny_tokenizer, task.max_seq_length)
   outputs = _oracle(task, encoded)
   answerable = np.array([bool(questions.answers[i]) for i in encoded['example']])
   outputs[:, 0, 2] = np.where(answerable, 3.0, -3.0)
@@ -80,7 +80,7 @@ def test_a_hand_made_question_in_two_windows(wordpiece):
   start = context.index('Seine')
   questions = squad.Questions(['q'], ['Which river?'], [context], [['Seine']], [start])
   task = _task('squad', max_seq_length=32, doc_stride=16, max_query_length=8)
-  encoded = task.encode(questions, wordpiece, 0)
+  encoded = task.encode(questions, wordpiece, task.max_seq_length)
   assert len(encoded['example']) > 1
   # Only the last window holds the answer; the others point at [CLS].
   targets = encoded['targets']

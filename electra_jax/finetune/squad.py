@@ -168,13 +168,14 @@ class SquadTask(tasks.Task):
   def encode(
     self, examples: Questions, tokenizer: Tokenizer, max_seq_length: int, swap: bool = False
   ) -> tasks.Features:
-    """int32 [W, max_seq_length] arrays for W windows: the model inputs;
+    """int32 [W, max_seq_length] arrays for W windows (max_seq_length: this task's
+    sequence_length): the model inputs;
     `char_start`/`char_end` (each context piece's unit in the context, -1
     elsewhere) and `max_context` (1 where the piece has its most context);
     [W] `example` (the question's index); [W, 2] `targets` (the answer's start
     and end positions; 0, at [CLS], when the window does not hold it)."""
-    del max_seq_length, swap  # Windows are self.max_seq_length long; one order of texts.
-    length = self.max_seq_length
+    del swap  # One order of question and context.
+    length = max_seq_length
     if self.doc_stride > length - self.max_query_length - 3:
       raise TaskDataError(
         f'config.squad.doc_stride: {self.doc_stride} pieces leave gaps between windows of '
@@ -199,8 +200,12 @@ class SquadTask(tasks.Task):
       starts = [0]  # Windows doc_stride apart until one reaches the context's end.
       while starts[-1] + budget < len(context.pieces):
         starts.append(starts[-1] + self.doc_stride)
-      for first in starts:
-        rows.append((i, query, context, first, budget, target, starts))
+      owner = _max_context_windows(starts, budget, len(context.pieces))
+      for window, first in enumerate(starts):
+        count = min(budget, len(context.pieces) - first)
+        rows.append(
+          (i, query, context, first, count, target, owner[first : first + count] == window)
+        )
     return self._arrays(rows, tokenizer, length)
 
   def _answer_pieces(
@@ -230,8 +235,7 @@ class SquadTask(tasks.Task):
       'example': np.zeros(n, np.int32),
       'targets': np.zeros((n, 2), np.int32),
     }
-    for w, (i, query, context, first, budget, target, starts) in enumerate(rows):
-      count = min(budget, len(context.pieces) - first)
+    for w, (i, query, context, first, count, target, max_context) in enumerate(rows):
       offset = len(query) + 2  # [CLS] query [SEP]
       window = context.pieces[first : first + count]
       ids = [tokenizer.cls_id, *query, tokenizer.sep_id, *window, tokenizer.sep_id]
@@ -241,10 +245,7 @@ class SquadTask(tasks.Task):
       span = slice(offset, offset + count)
       arrays['char_start'][w, span] = context.char_start[first : first + count]
       arrays['char_end'][w, span] = context.char_end[first : first + count]
-      arrays['max_context'][w, span] = [
-        _has_max_context(starts, budget, len(context.pieces), first, p)
-        for p in range(first, first + count)
-      ]
+      arrays['max_context'][w, span] = max_context
       arrays['example'][w] = i
       if target is not None and first <= target[0] and target[1] < first + count:
         arrays['targets'][w] = (offset + target[0] - first, offset + target[1] - first)
@@ -340,19 +341,17 @@ class SquadTask(tasks.Task):
     }
 
 
-def _has_max_context(starts: list[int], budget: int, total: int, first: int, piece: int) -> bool:
-  """Whether the window starting at `first` gives `piece` its most context (the
-  smaller of its left and right context, ties to the longer window), as BERT."""
-
-  def context(start: int) -> float | None:
-    count = min(budget, total - start)
-    if not start <= piece < start + count:
-      return None
-    return min(piece - start, start + count - 1 - piece) + 0.01 * count
-
-  scores = {s: context(s) for s in starts}
-  best = max((v, -s) for s, v in scores.items() if v is not None)
-  return -best[1] == first
+def _max_context_windows(starts: list[int], budget: int, total: int) -> np.ndarray:
+  """For each of `total` context pieces, the index of the window that gives it the
+  most context: the most pieces on its shorter side, plus 0.01 per piece of the
+  window, the first such window on a tie (as BERT)."""
+  pieces = np.arange(total)
+  scores = np.full((len(starts), total), -np.inf)
+  for window, start in enumerate(starts):
+    end = min(start + budget, total)
+    inside = pieces[start:end]
+    scores[window, start:end] = np.minimum(inside - start, end - 1 - inside) + 0.01 * (end - start)
+  return scores.argmax(axis=0)
 
 
 def task_files(

@@ -65,8 +65,8 @@ class Task:
     return SequenceClassifier(cfg, self.num_outputs, dropout_rate)
 
   def encode(self, examples: Any, tokenizer: Any, max_seq_length: int, swap: bool = False):
-    """Model inputs, with 'targets' (what `loss` compares the outputs with) when
-    the examples are labelled."""
+    """Model inputs of `sequence_length` tokens, with 'targets' (what `loss`
+    compares the outputs with) when the examples are labelled."""
     encoded = features.encode(examples, tokenizer, max_seq_length, swap=swap)
     if examples.labels is not None:
       encoded['targets'] = self.targets(examples.labels)

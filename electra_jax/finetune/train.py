@@ -29,6 +29,10 @@ from electra_jax import config_lib, errors, metric_writer, optim, pretrained, sh
 from electra_jax.finetune import features, tasks
 
 Features = features.Features
+# What the predict step reads; the train step also reads 'targets'. A task's
+# other features (tagging's word starts, SQuAD's character offsets) are for
+# decoding on the host and never go to the devices.
+MODEL_INPUTS = ('input_ids', 'token_type_ids', 'attention_mask')
 
 
 class FinetuneError(errors.UserError):
@@ -86,8 +90,8 @@ def train_steps(epochs: float, num_train: int, batch_size: int) -> tuple[int, in
 
 
 def load_source(config: ml_collections.ConfigDict, init: str) -> pretrained.Pretrained:
-  """The model in `init`, with config.model's runtime settings, checked against the
-  config: it has a tokenizer of its own vocabulary size and enough positions."""
+  """The model in `init`, with config.model's runtime settings, checked to have a
+  tokenizer of its own vocabulary size (check_length checks its positions)."""
   source = pretrained.load(
     init,
     dtype=config.model.dtype,
@@ -130,7 +134,8 @@ def load_task_data(
   files: tasks.TaskFiles, tokenizer, config, *, with_test: bool = True
 ) -> TaskData:
   """Reads and encodes the task's splits; a missing test file only skips predictions."""
-  task, length = files.task, config.max_seq_length
+  task = files.task
+  _, length = task.sequence_length(config)
   train = files.read('train')
   if config.max_train_examples and len(train) > config.max_train_examples:
     # A seeded subset, so that every run with this config trains on the same one.
@@ -288,7 +293,7 @@ def predict_outputs(
   outputs = []
   n, length = data['input_ids'].shape
   for start in range(0, n, batch_size):
-    rows = {k: v[start : start + batch_size] for k, v in data.items()}
+    rows = {k: data[k][start : start + batch_size] for k in MODEL_INPUTS}
     pad = batch_size - len(rows['input_ids'])
     rows = {k: np.pad(v, [(0, pad)] + [(0, 0)] * (v.ndim - 1)) for k, v in rows.items()}
     if trim:
@@ -346,7 +351,7 @@ def run_seed(
     order = np.random.default_rng([seed, len(history)]).permutation(n)  # One epoch.
     for b in range(min(programs.steps_per_epoch, programs.num_steps - step)):
       rows = order[b * batch_size : (b + 1) * batch_size]
-      batch = {k: v[rows] for k, v in data.train.items()}
+      batch = {k: data.train[k][rows] for k in (*MODEL_INPUTS, 'targets')}
       if config.trim_padding:
         batch = features.trim_padding(batch)
       params, opt_state, loss = programs.train(
