@@ -62,8 +62,9 @@ def _last_per_step(workdir) -> dict[str, dict[int, float]]:
 
 
 def _params(workdir, step: int) -> list[np.ndarray]:
-  """The parameters of a checkpoint, whatever mesh wrote it, on this process's device."""
-  path = os.path.abspath(os.path.join(workdir, 'checkpoints', str(step), 'state'))
+  """The parameters of a checkpoint, whatever mesh wrote it (and wherever, gs://
+  too), on this process's device."""
+  path = str(checkpointing.checkpoint_dir(str(workdir)) / str(step) / 'state')
   checkpointer = ocp.StandardCheckpointer()
   local = jax.sharding.SingleDeviceSharding(jax.devices()[0])
   target = jax.tree.map(

@@ -23,10 +23,11 @@ import orbax.checkpoint as ocp
 import pytest
 
 from configs import tiny
-from electra_jax import checkpointing, metric_writer, pretrained, storage
+from electra_jax import checkpointing, pretrained, storage
 from electra_jax.data import pipeline, shard_writer
 from tests import gcs_emulator
 from tests.conftest import REPO, data_dir
+from tests.test_checkpointing import _last_per_step, _params
 
 BUCKET = f'gs://{gcs_emulator.BUCKET}'
 
@@ -86,26 +87,6 @@ def _start_until(
     assert process.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
     time.sleep(0.05)
   return process, log
-
-
-def _scalars(workdir: str) -> dict[str, dict[int, float]]:
-  """{tag: {step: value}} without the timing figures; a redone step keeps its last value."""
-  return {
-    tag: dict(values)
-    for tag, values in metric_writer.read_scalars(workdir).items()
-    if not tag.endswith(('_per_s', 'step_time_s', 'mfu'))
-  }
-
-
-def _params(workdir: str, step: int) -> list[np.ndarray]:
-  path = f'{workdir}/checkpoints/{step}/state'
-  checkpointer = ocp.StandardCheckpointer()
-  local = jax.sharding.SingleDeviceSharding(jax.devices()[0])
-  target = jax.tree.map(
-    lambda m: jax.ShapeDtypeStruct(m.shape, m.dtype, sharding=local),
-    checkpointer.metadata(path).item_metadata.tree,
-  )
-  return [np.asarray(x) for x in jax.tree.leaves(checkpointer.restore(path, target)['params'])]
 
 
 def test_paths_in_a_bucket(gcs, tmp_path):
@@ -226,7 +207,7 @@ def test_the_whole_user_path_in_a_bucket(gcs, tmp_path):
   assert result.returncode == 0, result.stderr[-3000:]
   assert re.search(r'Resumed at step (20|30) ', result.stderr), result.stderr[-3000:]
   assert f'Reading {prepared} from its local copy {tmp_path / "copies"}' in result.stderr
-  a, b = _scalars(reference), _scalars(workdir)
+  a, b = _last_per_step(reference), _last_per_step(workdir)
   assert set(a) == set(b)
   for tag in a:
     assert [b[tag][s] for s in range(1, 31)] == [a[tag][s] for s in range(1, 31)], tag
