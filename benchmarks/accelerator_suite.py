@@ -131,9 +131,11 @@ def stage_env(args) -> list[str]:
 # --- small and base: timed variants -----------------------------------------------------
 
 
-def _benchmark(config: str, flags: list[str], args, baseline: bool = False) -> dict | str:
+def _benchmark(
+  config: str, flags: list[str], args, baseline: bool = False, steps: int = 30
+) -> dict | str:
   """electra_jax.benchmark's figures for one variant, or why it failed."""
-  steps = ['--steps=2', '--warmup=1'] if args.dry_run else ['--steps=30', '--warmup=5']
+  steps = ['--steps=2', '--warmup=1'] if args.dry_run else [f'--steps={steps}', '--warmup=5']
   with tempfile.TemporaryDirectory() as tmp:
     results = os.path.join(tmp, 'results.json')
     command = [
@@ -162,13 +164,16 @@ def _variant_rows(
   variants: dict[str, list[str]],
   args,
   baseline_variant: str | None = None,
+  steps: int = 30,
 ) -> tuple[list[list[str]], list[dict]]:
   rows, figures = [], []
   for name, flags in variants.items():
     if 'cudnn' in name and args.platform != 'gpu':
       rows.append([name, 'skipped: cuDNN needs an NVIDIA GPU', '', '', '', ''])
       continue
-    result = _benchmark(config, common + flags, args, baseline=name == baseline_variant)
+    result = _benchmark(
+      config, common + flags, args, baseline=name == baseline_variant, steps=steps
+    )
     if isinstance(result, str):
       rows.append([name, result, '', '', '', ''])
       continue
@@ -250,28 +255,64 @@ def _report(
   ]
 
 
+def _profile(config: str, flags: list[str], args) -> list[str]:
+  """benchmarks/profile_summary.py's text for a traced run of one variant; the trace
+  and the step's HLO stay in OUT/profile for a closer look."""
+  directory = args.out / 'profile'
+  command = [
+    sys.executable,
+    '-m',
+    'electra_jax.benchmark',
+    f'--config={config}',
+    *flags,
+    '--steps=2',
+    '--warmup=1',
+    f'--profile_dir={directory}',
+  ]
+  print('$', ' '.join(command), flush=True)
+  done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, env=_CHILD_ENV)
+  if done.returncode == 0:
+    summary = [sys.executable, 'benchmarks/profile_summary.py', str(directory)]
+    done = subprocess.run(summary, cwd=REPO, capture_output=True, text=True)
+  if done.returncode:
+    lines = done.stderr.strip().splitlines()
+    return [f'The profile failed: {lines[-1][:160] if lines else done.returncode}.']
+  return ['```', *done.stdout.rstrip().splitlines(), '```']
+
+
 def stage_small(args) -> list[str]:
-  """ELECTRA-Small at its paper batch, 128 x 128 in bf16, and the HF baseline beside it."""
+  """ELECTRA-Small at its paper batch, 128 x 128 in bf16, and the HF baseline beside it;
+  then a profile of the fastest variant."""
   if args.dry_run:
     config, common, layers = 'configs/tiny.py', ['--config.model.dtype=bfloat16'], 2
   else:
     config, layers = 'configs/small.py', 12
     common = ['--config.model.dtype=bfloat16', '--config.batch_size=128']
+  variants = _attention_and_remat_variants(layers, args)
+  # 100 timed steps: at 30 the same program's figure spread 1.06-1.15 M tokens/s on an
+  # H100 (docs/experiments/2026-11-26_h100_followup.md); 100 steps of small take 1.5 s.
   rows, figures = _variant_rows(
-    config,
-    common,
-    _attention_and_remat_variants(layers, args),
-    args,
-    baseline_variant='explicit attention',
+    config, common, variants, args, baseline_variant='explicit attention', steps=100
   )
   intro = (
-    f'`{config}`, bf16 activations, {"a few" if args.dry_run else 30} timed steps '
+    f'`{config}`, bf16 activations, {"a few" if args.dry_run else 100} timed steps '
     'each (`python -m electra_jax.benchmark`); HF: `benchmarks/hf_baseline.py` on the '
     'same device.'
   )
-  return _report(
+  report = _report(
     intro, rows, figures, 'tokens_per_s', SMALL_TOKENS_PER_S_TARGET, lambda x: f'{x:,.0f} tokens/s'
   )
+  if not figures:
+    return report
+  fastest = max(figures, key=lambda f: f['tokens_per_s'])['variant']
+  return [
+    *report,
+    '',
+    f'Where the step of the fastest variant ({fastest}) spends its time '
+    '(`benchmarks/profile_summary.py`; the trace and the HLO are in OUT/profile):',
+    '',
+    *_profile(config, common + variants[fastest], args),
+  ]
 
 
 def _largest_batch(config: str, common: list[str], args) -> int | str:

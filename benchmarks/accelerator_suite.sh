@@ -15,7 +15,8 @@
 #   env    the devices, the versions, and bf16 and f32 matmul peaks measured now;
 #   small  configs/small.py at 128 x 128 in bf16: tokens/s and MFU for explicit, xla
 #          and cudnn attention, the scan unrolled, remat dots_saveable, and HF
-#          transformers' PyTorch step on the same device;
+#          transformers' PyTorch step on the same device, then a profile of the
+#          fastest (benchmarks/profile_summary.py; the trace in OUT/profile);
 #   base   configs/base.py at 512 in bf16 at the largest batch that fits: the same
 #          variants;
 #   quality  configs/small.py pretrained on the kit's Wikipedia to QUALITY_STEPS

@@ -75,6 +75,7 @@ def test_every_stage_runs_from_the_kit(kit, tmp_path):
   assert float(timed['explicit attention'].replace(',', '')) > 0, small
   assert float(timed['HF transformers (PyTorch), as explicit attention'].replace(',', '')) > 0
   assert float(timed['xla, scan unrolled, remat dots_saveable'].replace(',', '')) > 0, small
+  assert '3 steps traced; ' in small and (out / 'profile' / 'train_step.hlo.txt').exists()
   base = (out / 'base.md').read_text()
   assert 'the largest whose step fits' in base and ' MFU against the target' in base, base
   # Quality: 4 steps of pretraining, the held-out metrics and a GLUE seed per task; a
