@@ -6,9 +6,10 @@ OUT receives the full-size network that pretraining kept: the discriminator
 as `ElectraForPreTraining` (objectives electra and electra_15), or the masked
 LM as `ElectraForMaskedLM` (mlm, replace_mlm, all_tokens_mlm; All-Tokens
 MLM's copy head has no HF counterpart and is left out). Beside config.json and
-model.safetensors it writes the tokenizer files: with a WordPiece vocabulary
-vocab.txt for ElectraTokenizer, with a sentencepiece model a fast tokenizer's
-tokenizer.json, each with tokenizer_config.json and special_tokens_map.json.
+model.safetensors it writes the tokenizer files: a fast tokenizer's
+tokenizer.json that gives our ids for either kind of vocabulary (and for
+WordPiece also vocab.txt, for the slow ElectraTokenizer), with
+tokenizer_config.json and special_tokens_map.json.
 So `transformers.AutoModelForPreTraining.from_pretrained(OUT)` (or
 `ElectraForMaskedLM`) and `AutoTokenizer.from_pretrained(OUT)` load it.
 --generator also writes the generator as `ElectraForMaskedLM` to
@@ -38,8 +39,9 @@ flags.mark_flags_as_required(['workdir', 'output'])
 def _write_tokenizer(
   tokenizer: tokenizers.Tokenizer | None, directory: str, max_length: int
 ) -> None:
-  """The tokenizer files HF `AutoTokenizer` loads: ElectraTokenizer's vocab.txt for
-  WordPiece, a fast tokenizer's tokenizer.json for sentencepiece."""
+  """The tokenizer files HF `AutoTokenizer` loads: a fast tokenizer's tokenizer.json
+  that gives our ids, and for WordPiece also vocab.txt, which ElectraTokenizer (the
+  slow one) reads."""
   if tokenizer is None:
     return
   special = dict(
@@ -47,32 +49,69 @@ def _write_tokenizer(
       ('pad_token', 'unk_token', 'cls_token', 'sep_token', 'mask_token'), tokenizers.SPECIAL_TOKENS
     )
   )
-  settings = {'model_max_length': max_length, **special}
+  settings = {
+    'model_max_length': max_length,
+    **special,
+    'tokenizer_class': 'PreTrainedTokenizerFast',
+    # ELECTRA reads segment ids, which the generic fast tokenizer leaves out by default.
+    'model_input_names': ['input_ids', 'token_type_ids', 'attention_mask'],
+  }
   if isinstance(tokenizer, tokenizers.WordPieceTokenizer):
     storage.copy(tokenizer.file_path, os.path.join(directory, 'vocab.txt'))
-    settings.update(
-      tokenizer_class='ElectraTokenizer',
-      do_lower_case=tokenizer.lower_case,
-      strip_accents=tokenizer.strip_accents,
-    )
+    settings.update(do_lower_case=tokenizer.lower_case, strip_accents=tokenizer.strip_accents)
+    hf = _wordpiece_tokenizer(tokenizer)
   else:
-    storage.write_text(
-      os.path.join(directory, 'tokenizer.json'), _sentencepiece_tokenizer_json(tokenizer)
-    )
-    settings.update(
-      tokenizer_class='PreTrainedTokenizerFast',
-      # ELECTRA reads segment ids, which the generic fast tokenizer leaves out by default.
-      model_input_names=['input_ids', 'token_type_ids', 'attention_mask'],
-    )
+    hf = _sentencepiece_tokenizer(tokenizer)
+  hf.post_processor = hf_tokenizers.processors.TemplateProcessing(
+    single='[CLS] $A:0 [SEP]',
+    pair='[CLS] $A:0 [SEP] $B:1 [SEP]:1',
+    special_tokens=[('[CLS]', tokenizer.cls_id), ('[SEP]', tokenizer.sep_id)],
+  )
+  storage.write_text(os.path.join(directory, 'tokenizer.json'), hf.to_str(pretty=True))
   for name, value in (('tokenizer_config.json', settings), ('special_tokens_map.json', special)):
     storage.write_text(os.path.join(directory, name), json.dumps(value, indent=2))
 
 
-def _sentencepiece_tokenizer_json(tokenizer: tokenizers.SentencePieceTokenizer) -> str:
+def _wordpiece_tokenizer(tokenizer: tokenizers.WordPieceTokenizer) -> hf_tokenizers.Tokenizer:
+  """Our WordPiece in HF `tokenizers`: BERT's cleaning, CJK spacing and lower-casing,
+  then accents stripped as tokenizers.basic_words does (NFD, combining marks dropped,
+  NFC), which keeps Hangul syllables whole. BERT's own normaliser leaves them as
+  jamo, so ElectraTokenizer and vocab.txt give a Korean vocabulary [UNK]s where we do
+  not; tests/test_export.py checks the ids on English and Korean text."""
+  hf = hf_tokenizers.Tokenizer(
+    hf_tokenizers.models.WordPiece(
+      tokenizer.vocab,
+      unk_token=tokenizers.SPECIAL_TOKENS[1],
+      max_input_chars_per_word=tokenizer.MAX_WORD_CHARS,
+    )
+  )
+  steps = [
+    hf_tokenizers.normalizers.BertNormalizer(
+      clean_text=True,
+      handle_chinese_chars=True,
+      strip_accents=False,
+      lowercase=tokenizer.lower_case,
+    )
+  ]
+  if tokenizer.strip_accents:
+    steps += [
+      hf_tokenizers.normalizers.NFD(),
+      hf_tokenizers.normalizers.StripAccents(),
+      hf_tokenizers.normalizers.NFC(),
+    ]
+  hf.normalizer = hf_tokenizers.normalizers.Sequence(steps)
+  hf.pre_tokenizer = hf_tokenizers.pre_tokenizers.BertPreTokenizer()
+  hf.decoder = hf_tokenizers.decoders.WordPiece()
+  return hf
+
+
+def _sentencepiece_tokenizer(
+  tokenizer: tokenizers.SentencePieceTokenizer,
+) -> hf_tokenizers.Tokenizer:
   """The sentencepiece model as an HF `tokenizers` Unigram model with the same
   normalisation (its precompiled NFKC map, collapsed and stripped spaces) and
-  '▁' word starts, adding [CLS] and [SEP] as ElectraTokenizer does. The ids
-  are sentencepiece's: tests/test_export.py checks them on Wikipedia text."""
+  '▁' word starts. The ids are sentencepiece's: tests/test_export.py checks them
+  on Wikipedia text."""
   model = sentencepiece_model_pb2.ModelProto()
   model.ParseFromString(epath.Path(tokenizer.file_path).read_bytes())
   if model.trainer_spec.model_type != sentencepiece_model_pb2.TrainerSpec.UNIGRAM:
@@ -99,12 +138,7 @@ def _sentencepiece_tokenizer_json(tokenizer: tokenizers.SentencePieceTokenizer) 
   scheme = 'always' if model.normalizer_spec.add_dummy_prefix else 'never'
   hf.pre_tokenizer = hf_tokenizers.pre_tokenizers.Metaspace(prepend_scheme=scheme)
   hf.decoder = hf_tokenizers.decoders.Metaspace(prepend_scheme=scheme)
-  hf.post_processor = hf_tokenizers.processors.TemplateProcessing(
-    single='[CLS] $A:0 [SEP]',
-    pair='[CLS] $A:0 [SEP] $B:1 [SEP]:1',
-    special_tokens=[('[CLS]', tokenizer.cls_id), ('[SEP]', tokenizer.sep_id)],
-  )
-  return hf.to_str(pretty=True)
+  return hf
 
 
 def export(source: pretrained.Pretrained, output: str, *, generator: bool = False) -> list[str]:

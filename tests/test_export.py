@@ -16,7 +16,15 @@ import pytest
 from safetensors import numpy as safetensors_numpy
 
 from configs import tiny
-from electra_jax import checkpointing, export, hf_interop, optim, pretrained, sharding, train
+from electra_jax import (
+  checkpointing,
+  export,
+  hf_interop,
+  optim,
+  pretrained,
+  sharding,
+  train,
+)
 from electra_jax.data import shard_writer, sources, tokenizers
 from tests.conftest import REPO, data_dir, require
 
@@ -401,6 +409,43 @@ def test_a_sentencepiece_tokenizer_exports_as_a_fast_tokenizer_with_the_same_ids
   ours = tokenizer.encode(lines)
   theirs = hf(lines, add_special_tokens=False)['input_ids']
   assert [i for i in range(len(lines)) if ours[i] != theirs[i]] == []
+  pair = hf('a question', 'its context')
+  assert pair['input_ids'][0] == tokenizer.cls_id and pair['input_ids'][-1] == tokenizer.sep_id
+  assert pair['token_type_ids'][-1] == 1 and hf.mask_token_id == tokenizer.mask_id
+
+
+# The vocab.txt alone would load as ElectraTokenizer, whose normaliser turns Hangul
+# into jamo: with a Korean vocabulary every word would be [UNK] in HF and not here.
+@pytest.mark.parametrize('language', ['english', 'korean'])
+def test_a_wordpiece_tokenizer_exports_as_a_fast_tokenizer_with_the_same_ids(language, tmp_path):
+  if language == 'english':
+    vocab, text = _vocab(), data_dir() / 'wikipedia' / 'AA' / 'wiki_05'
+  else:
+    corpus = f'wiki:{data_dir() / "korean" / "kowiki" / "AA" / "wiki_00"}'
+    built = _cli(
+      'electra_jax.build_vocab', f'--corpus={corpus}', f'--output={tmp_path}', '--vocab_size=8000'
+    )
+    assert built.returncode == 0, built.stderr[-3000:]
+    vocab = str(tmp_path / 'vocab.txt')
+    text = data_dir() / 'korean' / 'kowiki' / 'AA' / 'wiki_01'
+  tokenizer = tokenizers.WordPieceTokenizer(vocab)
+  unit = sources.WorkUnit('wiki', str(text))
+  lines = [line for doc in sources.read_documents(unit, sources.ReadOptions()) for line in doc]
+  lines = lines[:2000] + [
+    "The Naïve café, didn't she?",
+    'ΣΊΣΥΦΟΣ',
+    '東京で 北京',
+    'e\u0301cole',
+    '',
+  ]
+  (tmp_path / 'hf').mkdir()
+  export._write_tokenizer(tokenizer, str(tmp_path / 'hf'), 128)
+  hf = transformers.AutoTokenizer.from_pretrained(str(tmp_path / 'hf'))
+  ours = tokenizer.encode(lines)
+  theirs = hf(lines, add_special_tokens=False)['input_ids']
+  assert [i for i in range(len(lines)) if ours[i] != theirs[i]] == []
+  unknown = sum(i == tokenizer.unk_id for ids in ours for i in ids) / sum(map(len, ours))
+  assert unknown < 0.01, unknown
   pair = hf('a question', 'its context')
   assert pair['input_ids'][0] == tokenizer.cls_id and pair['input_ids'][-1] == tokenizer.sep_id
   assert pair['token_type_ids'][-1] == 1 and hf.mask_token_id == tokenizer.mask_id

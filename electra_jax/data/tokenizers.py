@@ -328,7 +328,7 @@ def basic_words(text: str, *, lower_case: bool, strip_accents: bool) -> list[str
 class WordPieceTokenizer(Tokenizer):
   """BERT's WordPiece: basic tokenization, then greedy longest-match subwords."""
 
-  _MAX_WORD_CHARS = 100  # Longer words become [UNK], as in BERT.
+  MAX_WORD_CHARS = 100  # Longer words become [UNK], as in BERT.
 
   def __init__(
     self, vocab_path: str, *, lower_case: bool = True, strip_accents: bool | None = None
@@ -355,6 +355,11 @@ class WordPieceTokenizer(Tokenizer):
   def vocab_size(self) -> int:
     return self._size
 
+  @property
+  def vocab(self) -> dict[str, int]:
+    """Each piece's id (a piece listed twice keeps its last id)."""
+    return dict(self._vocab)
+
   def tokens(self, ids: Iterable[int]) -> list[str]:
     return [self._id_to_token[int(i)] for i in ids]
 
@@ -375,7 +380,7 @@ class WordPieceTokenizer(Tokenizer):
     return basic_words(text, lower_case=self.lower_case, strip_accents=self.strip_accents)
 
   def _wordpiece(self, word: str) -> tuple[int, ...]:
-    if len(word) > self._MAX_WORD_CHARS:
+    if len(word) > self.MAX_WORD_CHARS:
       return (self.unk_id,)
     ids, start = [], 0
     while start < len(word):
