@@ -70,15 +70,22 @@ def get_config(size: str = 'small') -> ml_collections.ConfigDict:
   config.double_unordered = True
 
   # --- SQuAD (--task=squad, squad_v2) ---------------------------------------------------
-  # As the released code's question answering (configure_finetuning.py), except:
-  # windows of 384 pieces (BERT's SQuAD length; the released code uses 512),
-  # a linear answerability classifier on [CLS] (the released code also feeds it
-  # the start logits), and the best answer span rather than its joint beam.
+  # As the released code's question answering (configure_finetuning.py), except
+  # windows of 384 pieces (BERT's SQuAD length; the released code uses 512).
+  # The paper's hyperparameter table covers only the learning rate and epochs.
   config.squad = ml_collections.ConfigDict()
+  # 'released': the released code's head (its joint_prediction and
+  # answerable_uses_start_logits): end scores conditioned on the start, decoded
+  # with a beam, and answerability read from [CLS] and the start distribution
+  # (model.SpanPredictor). 'independent': BERT's head, start and end scored on
+  # their own, with the answerability from [CLS] alone, decoded from the
+  # n_best_size best starts and ends.
+  config.squad.head = 'released'
+  config.squad.beam_size = 20  # Starts, and ends for each, in the released head's beam.
   config.squad.max_seq_length = 384  # Replaces max_seq_length for SQuAD.
   config.squad.max_query_length = 64
   config.squad.doc_stride = 128
-  config.squad.n_best_size = 20
+  config.squad.n_best_size = 20  # The independent head's starts and ends.
   config.squad.max_answer_length = 30
   config.squad.answerable_weight = 0.5
   # v2.0 answers nothing when the null odds (minus the answerability logit)

@@ -528,3 +528,112 @@ class TokenClassifier(SequenceClassifier):
 
   def _read(self, hidden: Array) -> Array:
     return hidden
+
+
+# What a position that cannot hold an answer scores: its softmax weight is 0.
+_NOT_AN_ANSWER = -1e4
+# The released code's width for the end and answerability layers (qa_tasks.py).
+_QA_HIDDEN = 512
+
+
+class SpanPredictor(nn.Module):
+  """The discriminator with the released code's question-answering head
+  (finetune/qa/qa_tasks.py with joint_prediction and answerable_uses_start_logits,
+  its defaults), for SQuAD:
+
+  - start logits: one linear unit on each final hidden state;
+  - end logits given a start: a 512-unit GELU layer on [the start's state; each
+    position's state], then one unit. Training conditions on the gold start;
+    prediction on each of the `beam_size` likeliest starts, and keeps the
+    `beam_size` likeliest ends of each;
+  - with `unanswerable` (v2.0), an answerability logit: a 512-unit GELU layer on
+    [CLS]'s state and the start distribution's mean state, then one unit.
+
+  Answers may start and end only in the context (segment 1) or at [CLS], as the
+  released answer_mask. No dropout in the head, as released.
+
+  Training (`start_positions` given) returns {'start', 'end'}: [B, L] logits;
+  prediction returns {'start_log_probs', 'starts'}: [B, beam], and {'end_log_probs',
+  'ends'}: [B, beam, beam]. Both add 'answerable' [B] with `unanswerable`.
+  """
+
+  cfg: EncoderConfig
+  unanswerable: bool = False
+  beam_size: int = 20
+
+  @nn.compact
+  def __call__(
+    self,
+    input_ids: Array,
+    token_type_ids: Array,
+    attention_mask: Array,
+    deterministic: bool = True,
+    start_positions: Array | None = None,
+  ) -> dict[str, Array]:
+    cfg = self.cfg
+    embedded = Embeddings(cfg, name='embeddings')(input_ids, token_type_ids, deterministic)
+    hidden = Encoder(cfg, name='discriminator')(embedded, attention_mask, deterministic)
+    hidden = hidden.astype(jnp.float32)
+    allowed = (jnp.asarray(attention_mask) * token_type_ids > 0).at[:, 0].set(True)
+    start = jnp.where(allowed, self._dense(1, 'start')(hidden)[..., 0], _NOT_AN_ANSWER)
+
+    # One layer on the pair [start state; end state] is a sum of one layer on each,
+    # so the pairs of the beam ([B, beam, L, 2H]) are never built.
+    pair_init = lambda key, shape, dtype=jnp.float32: nn.initializers.xavier_uniform()(
+      key, (2 * shape[1], shape[2]), dtype
+    ).reshape(shape)
+    pair = self.param(
+      'end_hidden_kernel',
+      nn.with_logical_partitioning(pair_init, (None, 'embed', None)),
+      (2, cfg.hidden_size, _QA_HIDDEN),
+    )
+    pair_bias = self.param('end_hidden_bias', _zeros((None,)), (_QA_HIDDEN,))
+    end_logit = self._dense(1, 'end')
+
+    def end_logits(start_states: Array) -> Array:
+      """[B, S, L] end logits for S start states [B, S, H]."""
+      from_start = jnp.einsum('bsh,hk->bsk', start_states, pair[0])
+      from_end = jnp.einsum('blh,hk->blk', hidden, pair[1])
+      x = _gelu(from_start[:, :, None] + from_end[:, None] + pair_bias)
+      return jnp.where(allowed[:, None], end_logit(x)[..., 0], _NOT_AN_ANSWER)
+
+    if start_positions is not None:
+      states = jnp.take_along_axis(hidden, start_positions[:, None, None], axis=1)
+      outputs = {'start': start, 'end': end_logits(states)[:, 0]}
+    else:
+      outputs = self._beam(start, hidden, end_logits)
+    if self.unanswerable:
+      mean_state = jnp.einsum('bl,blh->bh', jax.nn.softmax(start), hidden)
+      x = _gelu(
+        self._dense(_QA_HIDDEN, 'answerable_hidden')(
+          jnp.concatenate([hidden[:, 0], mean_state], -1)
+        )
+      )
+      outputs['answerable'] = self._dense(1, 'answerable')(x)[..., 0]
+    return outputs
+
+  def _beam(self, start: Array, hidden: Array, end_logits) -> dict[str, Array]:
+    """The beam's starts and, for each, its likeliest ends. A batch cut shorter than the
+    beam (features.trim_padding) fills it with [CLS], which holds no answer."""
+    k = min(self.beam_size, start.shape[1])
+    start_log_probs, starts = jax.lax.top_k(jax.nn.log_softmax(start), k)
+    states = jnp.take_along_axis(hidden, starts[..., None], axis=1)
+    end_log_probs, ends = jax.lax.top_k(jax.nn.log_softmax(end_logits(states)), k)
+    fill = self.beam_size - k
+    pad = lambda x, value: jnp.pad(x, [(0, 0)] + [(0, fill)] * (x.ndim - 1), constant_values=value)
+    return {
+      'start_log_probs': pad(start_log_probs, -jnp.inf),
+      'starts': pad(starts, 0),
+      'end_log_probs': pad(end_log_probs, -jnp.inf),
+      'ends': pad(ends, 0),
+    }
+
+  def _dense(self, features: int, name: str) -> nn.Dense:
+    """tf.layers.dense's default initialisation, as the released head."""
+    return nn.Dense(
+      features,
+      dtype=jnp.float32,
+      kernel_init=nn.with_logical_partitioning(nn.initializers.xavier_uniform(), ('embed', None)),
+      bias_init=_zeros((None,)),
+      name=name,
+    )

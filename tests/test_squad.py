@@ -4,10 +4,13 @@ test_finetune.py.)"""
 
 import json
 
+import jax
 import numpy as np
 import pytest
 
 from configs import finetune as finetune_config
+from configs import tiny
+from electra_jax import config_lib, model
 from electra_jax.data import tokenizers
 from electra_jax.finetune import squad, squad_metrics, tasks
 from tests.conftest import data_dir
@@ -19,13 +22,34 @@ def _task(name: str, **settings) -> squad.SquadTask:
   return squad.task_files(name, str(data_dir() / 'squad'), {}, config).task
 
 
-def _oracle(task: squad.SquadTask, encoded) -> np.ndarray:
-  """Outputs that put all their weight on the training targets."""
+def _oracle(task: squad.SquadTask, encoded, answerable=None):
+  """Either head's outputs that put all their weight on the training targets (and
+  answerability logits of +3 or -3 where `answerable` says)."""
   n, length = encoded['input_ids'].shape
-  outputs = np.zeros((n, length, task.num_outputs), np.float32)
-  outputs[np.arange(n), encoded['targets'][:, 0], 0] = 10
-  outputs[np.arange(n), encoded['targets'][:, 1], 1] = 10
+  start, end = encoded['targets'][:, 0], encoded['targets'][:, 1]
+  logit = np.where(answerable, 3.0, -3.0) if answerable is not None else None
+  if task.head_kind == 'independent':
+    outputs = np.zeros((n, length, task.num_outputs), np.float32)
+    outputs[np.arange(n), start, 0] = 10
+    outputs[np.arange(n), end, 1] = 10
+    if logit is not None:
+      outputs[:, 0, 2] = logit
+    return outputs
+  # The beam: the target first, then other places, all far less likely.
+  k = task.beam_size
+  others = np.arange(1, k + 1)
+  outputs = {
+    'starts': np.where(np.arange(k) == 0, start[:, None], others),
+    'start_log_probs': np.where(np.arange(k) == 0, 0.0, -20.0) + np.zeros((n, 1)),
+    'ends': np.where(np.arange(k) == 0, end[:, None, None], others) + np.zeros((n, k, 1), int),
+    'end_log_probs': np.where(np.arange(k) == 0, 0.0, -20.0) + np.zeros((n, k, 1)),
+  }
+  if logit is not None:
+    outputs['answerable'] = logit
   return outputs
+
+
+HEADS = pytest.mark.parametrize('head', squad.HEADS)
 
 
 @pytest.fixture(scope='module')
@@ -33,8 +57,9 @@ def wordpiece():
   return tokenizers.WordPieceTokenizer(str(data_dir() / 'vocab' / 'bert-base-uncased-vocab.txt'))
 
 
-def test_windows_hold_the_answers_they_point_at(wordpiece):
-  task = _task('squad', max_seq_length=128, doc_stride=48)
+@HEADS
+def test_windows_hold_the_answers_they_point_at(wordpiece, head):
+  task = _task('squad', max_seq_length=128, doc_stride=48, head=head)
   questions = squad.read_squad(
     str(data_dir() / 'squad' / 'train-v1.1.json'), unanswerable=False
   ).subset(np.arange(300))
@@ -57,15 +82,15 @@ def test_windows_hold_the_answers_they_point_at(wordpiece):
   assert np.mean(right) > 0.98, np.mean(right)
 
 
-def test_sentencepiece_and_unanswerable_questions(tiny_tokenizer):
-  task = _task('squad_v2', max_seq_length=128, doc_stride=48)
+@HEADS
+def test_sentencepiece_and_unanswerable_questions(tiny_tokenizer, head):
+  task = _task('squad_v2', max_seq_length=128, doc_stride=48, head=head)
   questions = squad.read_squad(
     str(data_dir() / 'squad' / 'dev-v2.0-part-a.json'), unanswerable=True
   ).subset(np.arange(200))
   encoded = task.encode(questions, tiny_tokenizer, task.max_seq_length)
-  outputs = _oracle(task, encoded)
   answerable = np.array([bool(questions.answers[i]) for i in encoded['example']])
-  outputs[:, 0, 2] = np.where(answerable, 3.0, -3.0)
+  outputs = _oracle(task, encoded, answerable)
   result = task.evaluate(outputs, encoded, questions)
   assert result['no_ans_exact_match'] == 100.0
   assert result['has_ans_f1'] > 95, result
@@ -111,3 +136,39 @@ def test_files_errors_name_the_question(tmp_path, wordpiece):
   path.write_text(json.dumps(bad))
   with pytest.raises(tasks.TaskDataError, match="'x1'.*--task=squad_v2"):
     squad.read_squad(str(path), unanswerable=False)
+
+
+def test_the_released_head_conditions_the_end_on_the_start():
+  cfg = config_lib.discriminator_config(tiny.get_config())
+  head = model.SpanPredictor(cfg, unanswerable=True, beam_size=5)
+  rng = np.random.default_rng(0)
+  ids = rng.integers(5, 1000, (3, 24))
+  types = np.zeros_like(ids)
+  types[:, 8:] = 1  # [CLS] and a 7-piece question, then the context.
+  mask = np.ones_like(ids)
+  mask[1, 20:] = 0
+  params = head.init(jax.random.key(0), ids, types, mask)['params']
+  beam = jax.device_get(head.apply({'params': params}, ids, types, mask))
+  assert beam['starts'].shape == (3, 5) and beam['ends'].shape == (3, 5, 5)
+  assert beam['answerable'].shape == (3,)
+  # Every start and end of the beam is in the context or at [CLS], never in the
+  # question or the padding.
+  allowed = (mask * types > 0) | (np.arange(24) == 0)
+  for places in (beam['starts'], beam['ends']):
+    rows = np.arange(3).reshape((3,) + (1,) * (places.ndim - 1))
+    assert allowed[rows, places].all()
+  # Training scores the ends of the gold start; prediction, of each start in the
+  # beam: the same log-probabilities.
+  trained = head.apply({'params': params}, ids, types, mask, True, beam['starts'][:, 2])
+  log_probs = np.asarray(jax.nn.log_softmax(trained['end']))
+  np.testing.assert_allclose(
+    np.take_along_axis(log_probs, beam['ends'][:, 2], 1), beam['end_log_probs'][:, 2], atol=1e-5
+  )
+  # A batch trimmed shorter than the beam fills it with [CLS], which holds no answer.
+  short = jax.device_get(head.apply({'params': params}, ids[:, :3], types[:, :3], mask[:, :3]))
+  assert (short['starts'][:, 3:] == 0).all() and np.isneginf(short['start_log_probs'][:, 3:]).all()
+
+
+def test_an_unknown_head_is_refused():
+  with pytest.raises(config_lib.ConfigError, match="config.squad.head: 'xlnet' is not one of"):
+    _task('squad', head='xlnet')

@@ -11,14 +11,18 @@ every piece knows the characters of its unit: an answer is read back from
 the context's own characters. A training answer outside a window points at
 [CLS], as does an unanswerable question.
 
-The model scores every piece as the start and as the end of the answer (a
-token head with two outputs); for v2.0 a third output, read at [CLS], is the
-answerability classifier of the released code (its loss weighted by
-`answerable_weight`). Decoding takes the `n_best_size` best starts and ends
-of each window, at most `max_answer_length` pieces apart, each piece judged
-in the window where it has the most context on both sides; v2.0 answers
-nothing when the null odds (minus the answerability logit) exceed the
-threshold. Scores are the official scripts' (squad_metrics.py), in percent;
+Two heads (`head`). 'released', the default, is the released code's
+(model.SpanPredictor): end scores conditioned on the start, a beam of
+`beam_size` starts and of `beam_size` ends for each, and for v2.0 an
+answerability classifier that reads [CLS] and the start distribution.
+'independent' scores every piece as the start and as the end on their own (a
+token head with two outputs), with a third output at [CLS] for v2.0's
+answerability, and takes the `n_best_size` best starts and ends. Either way
+the answerability loss is weighted by `answerable_weight`, an answer is at
+most `max_answer_length` pieces long, each piece is judged in the window
+where it has the most context on both sides, and v2.0 answers nothing when
+the null odds (minus the most confident window's answerability logit) exceed
+the threshold. Scores are the official scripts' (squad_metrics.py), in percent;
 v2.0 also reports the best threshold on dev, as the official script does.
 """
 
@@ -36,13 +40,14 @@ import ml_collections
 import numpy as np
 import optax
 
-from electra_jax import storage
+from electra_jax import config_lib, storage
 from electra_jax.config_lib import EncoderConfig
 from electra_jax.data.tokenizers import Tokenizer, WordPieceTokenizer
 from electra_jax.finetune import squad_metrics, tasks
-from electra_jax.model import TokenClassifier
+from electra_jax.model import SpanPredictor, TokenClassifier
 
 TaskDataError = tasks.TaskDataError
+HEADS = ('released', 'independent')  # config.squad.head
 # --task value -> the default file names in --data_dir.
 FILES = {
   'squad': {'train': 'train-v1.1.json', 'dev': 'dev-v1.1.json'},
@@ -154,6 +159,14 @@ class SquadTask(tasks.Task):
   max_answer_length: int = 30
   answerable_weight: float = 0.5
   null_threshold: float = 0.0
+  head_kind: str = 'released'  # config.squad.head
+  beam_size: int = 20
+
+  def __post_init__(self):
+    if self.head_kind not in HEADS:
+      raise config_lib.ConfigError(
+        f'config.squad.head: {self.head_kind!r} is not one of {", ".join(HEADS)}'
+      )
 
   @property
   def num_outputs(self) -> int:
@@ -163,7 +176,25 @@ class SquadTask(tasks.Task):
     return 'config.squad.max_seq_length', self.max_seq_length
 
   def head(self, cfg: EncoderConfig, dropout_rate: float) -> nn.Module:
+    if self.head_kind == 'released':
+      return SpanPredictor(cfg, self.unanswerable, self.beam_size)
     return TokenClassifier(cfg, self.num_outputs, dropout_rate)
+
+  def apply(
+    self, model: nn.Module, params: Any, batch: dict[str, jax.Array], *, train: bool, rngs=None
+  ) -> Any:
+    """The released head conditions the end on the gold start in training."""
+    if self.head_kind != 'released' or not train:
+      return super().apply(model, params, batch, train=train, rngs=rngs)
+    return model.apply(
+      {'params': params},
+      batch['input_ids'],
+      batch['token_type_ids'],
+      batch['attention_mask'],
+      False,
+      batch['targets'][:, 0],
+      rngs=rngs,
+    )
 
   def encode(
     self, examples: Questions, tokenizer: Tokenizer, max_seq_length: int, swap: bool = False
@@ -254,51 +285,70 @@ class SquadTask(tasks.Task):
   def reference(self, examples: Questions) -> Questions:
     return examples
 
-  def loss(self, outputs: jax.Array, targets: jax.Array, mask: jax.Array) -> jax.Array:
-    """Mean cross-entropy of the start and of the end over the window's pieces
-    (padding left out); v2.0 adds the answerability classifier's."""
-    logits = jnp.where(mask[..., None] > 0, outputs.astype(jnp.float32), -1e30)
-    ce = lambda channel, target: optax.softmax_cross_entropy_with_integer_labels(
-      logits[..., channel], target
-    )
-    loss = jnp.mean(ce(0, targets[:, 0]) + ce(1, targets[:, 1])) / 2
+  def loss(self, outputs: Any, targets: jax.Array, mask: jax.Array) -> jax.Array:
+    """Mean cross-entropy of the start and of the end (the released head's logits
+    are already confined to the answer's places; the independent head's to the
+    window's pieces); v2.0 adds the answerability classifier's."""
+    if self.head_kind == 'released':
+      start, end, answerable = outputs['start'], outputs['end'], outputs.get('answerable')
+    else:
+      logits = jnp.where(mask[..., None] > 0, outputs.astype(jnp.float32), -1e30)
+      start, end, answerable = logits[..., 0], logits[..., 1], outputs[:, 0, -1]
+    ce = optax.softmax_cross_entropy_with_integer_labels
+    loss = jnp.mean(ce(start, targets[:, 0]) + ce(end, targets[:, 1])) / 2
     if self.unanswerable:
-      answerable = (targets[:, 0] > 0).astype(jnp.float32)
+      holds_answer = (targets[:, 0] > 0).astype(jnp.float32)
       loss += self.answerable_weight * jnp.mean(
-        optax.sigmoid_binary_cross_entropy(outputs[:, 0, 2].astype(jnp.float32), answerable)
+        optax.sigmoid_binary_cross_entropy(answerable.astype(jnp.float32), holds_answer)
       )
     return loss
 
   def answers(
-    self, outputs: np.ndarray, encoded: tasks.Features, questions: Questions
+    self, outputs: Any, encoded: tasks.Features, questions: Questions
   ) -> tuple[dict[str, str], dict[str, float]]:
     """(question id -> best answer text, question id -> null odds)."""
     best: dict[int, tuple[float, str]] = {}
     null_odds: dict[int, float] = {}
-    for w in range(len(outputs)):
+    spans = self._beam_spans if self.head_kind == 'released' else self._independent_spans
+    for w in range(len(encoded['example'])):
       i = int(encoded['example'][w])
       valid = encoded['char_start'][w] >= 0
       starts_ok = valid & (encoded['max_context'][w] > 0)
-      start_logits, end_logits = outputs[w, :, 0], outputs[w, :, 1]
-      top = lambda logits, ok: [p for p in np.argsort(-np.where(ok, logits, -np.inf)) if ok[p]][
-        : self.n_best_size
-      ]
-      for s in top(start_logits, starts_ok):
-        for e in top(end_logits, valid):
-          if e < s or e - s + 1 > self.max_answer_length:
-            continue
-          score = float(start_logits[s] + end_logits[e])
-          if i not in best or score > best[i][0]:
-            text = questions.contexts[i][encoded['char_start'][w][s] : encoded['char_end'][w][e]]
-            best[i] = (score, text)
+      for s, e, score in spans(outputs, w, starts_ok, valid):
+        if not (starts_ok[s] and valid[e]) or e < s or e - s + 1 > self.max_answer_length:
+          continue
+        if i not in best or score > best[i][0]:
+          text = questions.contexts[i][encoded['char_start'][w][s] : encoded['char_end'][w][e]]
+          best[i] = (score, text)
       if self.unanswerable:
+        answerable = outputs['answerable'] if self.head_kind == 'released' else outputs[:, 0, 2]
         # The windows' most confident answerability decides.
-        null_odds[i] = min(null_odds.get(i, np.inf), -float(outputs[w, 0, 2]))
+        null_odds[i] = min(null_odds.get(i, np.inf), -float(answerable[w]))
     ids = questions.ids
     return (
       {ids[i]: best[i][1] if i in best else '' for i in range(len(ids))},
       {ids[i]: null_odds.get(i, 0.0) for i in range(len(ids))},
     )
+
+  def _beam_spans(self, outputs: dict[str, np.ndarray], w: int, *_):
+    """(start, end, score) of window w's beam: each start with each of its ends,
+    scored by the sum of their log-probabilities, as the released code."""
+    for a, s in enumerate(outputs['starts'][w]):
+      for b, e in enumerate(outputs['ends'][w, a]):
+        yield s, e, float(outputs['start_log_probs'][w, a] + outputs['end_log_probs'][w, a, b])
+
+  def _independent_spans(
+    self, outputs: np.ndarray, w: int, starts_ok: np.ndarray, valid: np.ndarray
+  ):
+    """(start, end, score) of the n_best_size best of window w's possible starts and
+    of its possible ends, scored by the sum of their logits."""
+    start_logits, end_logits = outputs[w, :, 0], outputs[w, :, 1]
+    top = lambda logits, ok: [p for p in np.argsort(-np.where(ok, logits, -np.inf)) if ok[p]][
+      : self.n_best_size
+    ]
+    for s in top(start_logits, starts_ok):
+      for e in top(end_logits, valid):
+        yield s, e, float(start_logits[s] + end_logits[e])
 
   def evaluate(
     self, outputs: np.ndarray, encoded: tasks.Features, reference: Questions
@@ -379,7 +429,10 @@ def task_files(
   metrics = ('f1', 'exact_match')
   if v2:
     metrics += ('has_ans_f1', 'no_ans_f1', 'best_f1', 'best_f1_threshold')
-  task = SquadTask(name=name, metrics=metrics, unanswerable=v2, **settings.to_dict())
+  settings = settings.to_dict()
+  task = SquadTask(
+    name=name, metrics=metrics, unanswerable=v2, head_kind=settings.pop('head'), **settings
+  )
   return tasks.TaskFiles(
     task, paths, lambda split, path: read_squad(path, unanswerable=task.unanswerable)
   )

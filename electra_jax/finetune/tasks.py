@@ -64,6 +64,19 @@ class Task:
   def head(self, cfg: EncoderConfig, dropout_rate: float) -> nn.Module:
     return SequenceClassifier(cfg, self.num_outputs, dropout_rate)
 
+  def apply(
+    self, model: nn.Module, params: Any, batch: dict[str, jax.Array], *, train: bool, rngs=None
+  ) -> Any:
+    """The head's outputs for a batch of model inputs (and, in training, 'targets')."""
+    return model.apply(
+      {'params': params},
+      batch['input_ids'],
+      batch['token_type_ids'],
+      batch['attention_mask'],
+      not train,
+      rngs=rngs,
+    )
+
   def encode(self, examples: Any, tokenizer: Any, max_seq_length: int, swap: bool = False):
     """Model inputs of `sequence_length` tokens, with 'targets' (what `loss`
     compares the outputs with) when the examples are labelled."""

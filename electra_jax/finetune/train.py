@@ -237,14 +237,7 @@ def _compile_steps(config, task: tasks.Task, programs: _Programs, opt_shardings:
 
     def loss_fn(p):
       with nn.logical_axis_rules(rules):
-        outputs = model.apply(
-          {'params': p},
-          batch['input_ids'],
-          batch['token_type_ids'],
-          batch['attention_mask'],
-          False,
-          rngs={'dropout': rng},
-        )
+        outputs = task.apply(model, p, batch, train=True, rngs={'dropout': rng})
       return task.loss(outputs, batch['targets'], batch['attention_mask'])
 
     loss, grads = jax.value_and_grad(loss_fn)(params)
@@ -253,13 +246,7 @@ def _compile_steps(config, task: tasks.Task, programs: _Programs, opt_shardings:
 
   def predict_step(params, batch):
     with nn.logical_axis_rules(rules):
-      return model.apply(
-        {'params': params},
-        batch['input_ids'],
-        batch['token_type_ids'],
-        batch['attention_mask'],
-        True,
-      )
+      return task.apply(model, params, batch, train=False)
 
   programs.train = jax.jit(
     train_step,
@@ -287,9 +274,10 @@ def predict_outputs(
   batch_size: int,
   batch_sharding: NamedSharding,
   trim: bool = False,
-) -> np.ndarray:
-  """Model outputs for every row; the last batch is padded to full size and cut.
-  `trim` cuts each batch's padding (features.trim_padding)."""
+) -> Any:
+  """Model outputs for every row (an array, or a tree of them); the last batch is
+  padded to full size and cut. `trim` cuts each batch's padding
+  (features.trim_padding)."""
   outputs = []
   n, length = data['input_ids'].shape
   for start in range(0, n, batch_size):
@@ -298,11 +286,12 @@ def predict_outputs(
     rows = {k: np.pad(v, [(0, pad)] + [(0, 0)] * (v.ndim - 1)) for k, v in rows.items()}
     if trim:
       rows = features.trim_padding(rows)
-    out = np.asarray(predict(params, sharding.make_global_batch(rows, batch_sharding)))
-    if out.ndim == 3:  # Per-token outputs of a trimmed batch: padded back to full length.
+    out = jax.device_get(predict(params, sharding.make_global_batch(rows, batch_sharding)))
+    if isinstance(out, np.ndarray) and out.ndim == 3:
+      # Per-token outputs of a trimmed batch: padded back to full length.
       out = np.pad(out, ((0, 0), (0, length - out.shape[1]), (0, 0)))
     outputs.append(out)
-  return np.concatenate(outputs)[:n]
+  return jax.tree.map(lambda *batches: np.concatenate(batches)[:n], *outputs)
 
 
 # --- One seed -------------------------------------------------------------------------------
@@ -327,7 +316,7 @@ def run_seed(
   out_dir = os.path.join(workdir, f'seed_{seed}')
   writer = metric_writer.MetricWriter(out_dir)
 
-  def outputs(feats: Features) -> np.ndarray:
+  def outputs(feats: Features) -> Any:
     return predict_outputs(
       programs.predict,
       params,
