@@ -400,9 +400,17 @@ def test_a_sentencepiece_tokenizer_exports_as_a_fast_tokenizer_with_the_same_ids
       )
     )
     text = data_dir() / 'korean' / 'kowiki' / 'AA' / 'wiki_01'
+  _exports_our_ids(
+    tokenizer, text, ['  two  spaces ', 'tab\there', 'ＦＵＬＬ width ①', ''], tmp_path
+  )
+
+
+def _exports_our_ids(tokenizer, text, more_lines: list[str], tmp_path) -> list[list[int]]:
+  """Checks that the exported tokenizer, loaded by AutoTokenizer, gives our ids on the
+  first 2,000 lines of the Wikipedia file `text` and on `more_lines`; returns ours."""
   unit = sources.WorkUnit('wiki', str(text))
   lines = [line for doc in sources.read_documents(unit, sources.ReadOptions()) for line in doc]
-  lines = lines[:2000] + ['  two  spaces ', 'tab\there', 'ＦＵＬＬ width ①', '']
+  lines = lines[:2000] + more_lines
   (tmp_path / 'hf').mkdir()
   export._write_tokenizer(tokenizer, str(tmp_path / 'hf'), 128)
   hf = transformers.AutoTokenizer.from_pretrained(str(tmp_path / 'hf'))
@@ -412,6 +420,7 @@ def test_a_sentencepiece_tokenizer_exports_as_a_fast_tokenizer_with_the_same_ids
   pair = hf('a question', 'its context')
   assert pair['input_ids'][0] == tokenizer.cls_id and pair['input_ids'][-1] == tokenizer.sep_id
   assert pair['token_type_ids'][-1] == 1 and hf.mask_token_id == tokenizer.mask_id
+  return ours
 
 
 # The vocab.txt alone would load as ElectraTokenizer, whose normaliser turns Hangul
@@ -429,23 +438,7 @@ def test_a_wordpiece_tokenizer_exports_as_a_fast_tokenizer_with_the_same_ids(lan
     vocab = str(tmp_path / 'vocab.txt')
     text = data_dir() / 'korean' / 'kowiki' / 'AA' / 'wiki_01'
   tokenizer = tokenizers.WordPieceTokenizer(vocab)
-  unit = sources.WorkUnit('wiki', str(text))
-  lines = [line for doc in sources.read_documents(unit, sources.ReadOptions()) for line in doc]
-  lines = lines[:2000] + [
-    "The Naïve café, didn't she?",
-    'ΣΊΣΥΦΟΣ',
-    '東京で 北京',
-    'e\u0301cole',
-    '',
-  ]
-  (tmp_path / 'hf').mkdir()
-  export._write_tokenizer(tokenizer, str(tmp_path / 'hf'), 128)
-  hf = transformers.AutoTokenizer.from_pretrained(str(tmp_path / 'hf'))
-  ours = tokenizer.encode(lines)
-  theirs = hf(lines, add_special_tokens=False)['input_ids']
-  assert [i for i in range(len(lines)) if ours[i] != theirs[i]] == []
+  more = ["The Naïve café, didn't she?", 'ΣΊΣΥΦΟΣ', '東京で 北京', 'e\u0301cole', '']
+  ours = _exports_our_ids(tokenizer, text, more, tmp_path)
   unknown = sum(i == tokenizer.unk_id for ids in ours for i in ids) / sum(map(len, ours))
   assert unknown < 0.01, unknown
-  pair = hf('a question', 'its context')
-  assert pair['input_ids'][0] == tokenizer.cls_id and pair['input_ids'][-1] == tokenizer.sep_id
-  assert pair['token_type_ids'][-1] == 1 and hf.mask_token_id == tokenizer.mask_id
