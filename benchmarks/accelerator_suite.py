@@ -131,6 +131,12 @@ def stage_env(args) -> list[str]:
 # --- small and base: timed variants -----------------------------------------------------
 
 
+def _why(done: subprocess.CompletedProcess) -> str:
+  """A failed child's last line of stderr, in at most 160 characters."""
+  lines = [line for line in done.stderr.strip().splitlines() if line.strip()]
+  return re.sub(r'\s+', ' ', lines[-1] if lines else f'exit {done.returncode}')[:160]
+
+
 def _benchmark(
   config: str, flags: list[str], args, baseline: bool = False, steps: int = 30
 ) -> dict | str:
@@ -151,9 +157,7 @@ def _benchmark(
     done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, env=_CHILD_ENV)
     sys.stdout.write(done.stdout[-3000:])
     if done.returncode or not os.path.exists(results):
-      lines = [line for line in done.stderr.strip().splitlines() if line.strip()]
-      reason = re.sub(r'\s+', ' ', lines[-1] if lines else f'exit {done.returncode}')
-      return f'failed: {reason[:160]}'
+      return f'failed: {_why(done)}'
     with open(results) as f:
       return json.load(f)
 
@@ -275,8 +279,7 @@ def _profile(config: str, flags: list[str], args) -> list[str]:
     summary = [sys.executable, 'benchmarks/profile_summary.py', str(directory)]
     done = subprocess.run(summary, cwd=REPO, capture_output=True, text=True)
   if done.returncode:
-    lines = done.stderr.strip().splitlines()
-    return [f'The profile failed: {lines[-1][:160] if lines else done.returncode}.']
+    return [f'The profile failed: {_why(done)}.']
   return ['```', *done.stdout.rstrip().splitlines(), '```']
 
 

@@ -486,6 +486,18 @@ class ElectraPretrainingModel(nn.Module):
     return outputs + self.copy_mlm_logits(*args, deterministic)
 
 
+def _head_dense(features: int, name: str) -> nn.Dense:
+  """A fine-tuning head's linear layer: float32, with tf.layers.dense's default
+  initialisation, as the released heads."""
+  return nn.Dense(
+    features,
+    dtype=jnp.float32,
+    kernel_init=nn.with_logical_partitioning(nn.initializers.xavier_uniform(), ('embed', None)),
+    bias_init=_zeros((None,)),
+    name=name,
+  )
+
+
 class SequenceClassifier(nn.Module):
   """The discriminator with a task head, for fine-tuning.
 
@@ -507,14 +519,7 @@ class SequenceClassifier(nn.Module):
     embedded = Embeddings(self.cfg, name='embeddings')(input_ids, token_type_ids, deterministic)
     hidden = Encoder(self.cfg, name='discriminator')(embedded, attention_mask, deterministic)
     read = Dropout(self.head_dropout_rate)(self._read(hidden), deterministic=deterministic)
-    # tf.layers.dense's default initialisation, as the released head.
-    return nn.Dense(
-      self.num_outputs,
-      dtype=jnp.float32,
-      kernel_init=nn.with_logical_partitioning(nn.initializers.xavier_uniform(), ('embed', None)),
-      bias_init=_zeros((None,)),
-      name='classifier',
-    )(read.astype(jnp.float32))
+    return _head_dense(self.num_outputs, 'classifier')(read.astype(jnp.float32))
 
   def _read(self, hidden: Array) -> Array:
     """What the head reads of the final hidden states [B, L, H]: [CLS]'s."""
@@ -575,7 +580,7 @@ class SpanPredictor(nn.Module):
     hidden = Encoder(cfg, name='discriminator')(embedded, attention_mask, deterministic)
     hidden = hidden.astype(jnp.float32)
     allowed = (jnp.asarray(attention_mask) * token_type_ids > 0).at[:, 0].set(True)
-    start = jnp.where(allowed, self._dense(1, 'start')(hidden)[..., 0], _NOT_AN_ANSWER)
+    start = jnp.where(allowed, _head_dense(1, 'start')(hidden)[..., 0], _NOT_AN_ANSWER)
 
     # One layer on the pair [start state; end state] is a sum of one layer on each,
     # so the pairs of the beam ([B, beam, L, 2H]) are never built.
@@ -588,7 +593,7 @@ class SpanPredictor(nn.Module):
       (2, cfg.hidden_size, _QA_HIDDEN),
     )
     pair_bias = self.param('end_hidden_bias', _zeros((None,)), (_QA_HIDDEN,))
-    end_logit = self._dense(1, 'end')
+    end_logit = _head_dense(1, 'end')
 
     def end_logits(start_states: Array) -> Array:
       """[B, S, L] end logits for S start states [B, S, H]."""
@@ -605,11 +610,11 @@ class SpanPredictor(nn.Module):
     if self.unanswerable:
       mean_state = jnp.einsum('bl,blh->bh', jax.nn.softmax(start), hidden)
       x = _gelu(
-        self._dense(_QA_HIDDEN, 'answerable_hidden')(
+        _head_dense(_QA_HIDDEN, 'answerable_hidden')(
           jnp.concatenate([hidden[:, 0], mean_state], -1)
         )
       )
-      outputs['answerable'] = self._dense(1, 'answerable')(x)[..., 0]
+      outputs['answerable'] = _head_dense(1, 'answerable')(x)[..., 0]
     return outputs
 
   def _beam(self, start: Array, hidden: Array, end_logits) -> dict[str, Array]:
@@ -627,13 +632,3 @@ class SpanPredictor(nn.Module):
       'end_log_probs': pad(end_log_probs, -jnp.inf),
       'ends': pad(ends, 0),
     }
-
-  def _dense(self, features: int, name: str) -> nn.Dense:
-    """tf.layers.dense's default initialisation, as the released head."""
-    return nn.Dense(
-      features,
-      dtype=jnp.float32,
-      kernel_init=nn.with_logical_partitioning(nn.initializers.xavier_uniform(), ('embed', None)),
-      bias_init=_zeros((None,)),
-      name=name,
-    )

@@ -186,14 +186,8 @@ class SquadTask(tasks.Task):
     """The released head conditions the end on the gold start in training."""
     if self.head_kind != 'released' or not train:
       return super().apply(model, params, batch, train=train, rngs=rngs)
-    return model.apply(
-      {'params': params},
-      batch['input_ids'],
-      batch['token_type_ids'],
-      batch['attention_mask'],
-      False,
-      batch['targets'][:, 0],
-      rngs=rngs,
+    return super().apply(
+      model, params, batch, train=True, rngs=rngs, start_positions=batch['targets'][:, 0]
     )
 
   def encode(
@@ -293,7 +287,8 @@ class SquadTask(tasks.Task):
       start, end, answerable = outputs['start'], outputs['end'], outputs.get('answerable')
     else:
       logits = jnp.where(mask[..., None] > 0, outputs.astype(jnp.float32), -1e30)
-      start, end, answerable = logits[..., 0], logits[..., 1], outputs[:, 0, -1]
+      start, end = logits[..., 0], logits[..., 1]
+      answerable = outputs[:, 0, 2] if self.unanswerable else None
     ce = optax.softmax_cross_entropy_with_integer_labels
     loss = jnp.mean(ce(start, targets[:, 0]) + ce(end, targets[:, 1])) / 2
     if self.unanswerable:
@@ -309,7 +304,11 @@ class SquadTask(tasks.Task):
     """(question id -> best answer text, question id -> null odds)."""
     best: dict[int, tuple[float, str]] = {}
     null_odds: dict[int, float] = {}
-    spans = self._beam_spans if self.head_kind == 'released' else self._independent_spans
+    if self.head_kind == 'released':
+      spans, answerable = self._beam_spans, outputs.get('answerable')
+    else:
+      spans = self._independent_spans
+      answerable = outputs[:, 0, 2] if self.unanswerable else None
     for w in range(len(encoded['example'])):
       i = int(encoded['example'][w])
       valid = encoded['char_start'][w] >= 0
@@ -321,7 +320,6 @@ class SquadTask(tasks.Task):
           text = questions.contexts[i][encoded['char_start'][w][s] : encoded['char_end'][w][e]]
           best[i] = (score, text)
       if self.unanswerable:
-        answerable = outputs['answerable'] if self.head_kind == 'released' else outputs[:, 0, 2]
         # The windows' most confident answerability decides.
         null_odds[i] = min(null_odds.get(i, np.inf), -float(answerable[w]))
     ids = questions.ids

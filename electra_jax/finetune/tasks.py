@@ -65,9 +65,17 @@ class Task:
     return SequenceClassifier(cfg, self.num_outputs, dropout_rate)
 
   def apply(
-    self, model: nn.Module, params: Any, batch: dict[str, jax.Array], *, train: bool, rngs=None
+    self,
+    model: nn.Module,
+    params: Any,
+    batch: dict[str, jax.Array],
+    *,
+    train: bool,
+    rngs=None,
+    **head_args: Any,
   ) -> Any:
-    """The head's outputs for a batch of model inputs (and, in training, 'targets')."""
+    """The head's outputs for a batch of model inputs (and, in training, 'targets');
+    `head_args` go to the head as keywords."""
     return model.apply(
       {'params': params},
       batch['input_ids'],
@@ -75,6 +83,7 @@ class Task:
       batch['attention_mask'],
       not train,
       rngs=rngs,
+      **head_args,
     )
 
   def encode(self, examples: Any, tokenizer: Any, max_seq_length: int, swap: bool = False):
