@@ -113,5 +113,9 @@ def get_config(size: str = 'small') -> ml_collections.ConfigDict:
   config.seed = 0
   config.num_seeds = 3
   config.log_every_steps = 50
+  # A seed in training saves its state in OUT/seed_N/checkpoints this often
+  # (0: never), and when SIGTERM arrives; a rerun of the same command goes on from
+  # the newest save, bit for bit. Deleted once the seed's result is written.
+  config.checkpoint = ml_collections.ConfigDict({'every_minutes': 10.0})
   config.mesh = common.get_config().mesh
   return config

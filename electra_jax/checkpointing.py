@@ -77,14 +77,32 @@ def create_manager(workdir: str, config: ml_collections.ConfigDict) -> ocp.Check
   keep: list[Any] = [preservation_policy.LatestN(c.keep)]
   if c.keep_every_steps:
     keep.append(preservation_policy.EveryNSteps(c.keep_every_steps))
+  return _manager(
+    checkpoint_dir(workdir),
+    save_decision_policy.FixedIntervalPolicy(c.every_steps),
+    preservation_policy.AnyPreservationPolicy(keep),
+  )
+
+
+def create_newest_only_manager(workdir: str) -> ocp.CheckpointManager:
+  """Async saves when asked (`save`'s force), keeping only the newest: for a run
+  that resumes from its last save and needs no history, a fine-tuning seed."""
+  return _manager(
+    checkpoint_dir(workdir),
+    save_decision_policy.FixedIntervalPolicy(1),
+    preservation_policy.LatestN(1),
+  )
+
+
+def _manager(directory: epath.Path, save_policy: Any, keep_policy: Any) -> ocp.CheckpointManager:
   options = ocp.CheckpointManagerOptions(
-    save_decision_policy=save_decision_policy.FixedIntervalPolicy(c.every_steps),
-    preservation_policy=preservation_policy.AnyPreservationPolicy(keep),
+    save_decision_policy=save_policy,
+    preservation_policy=keep_policy,
     enable_async_checkpointing=True,
     cleanup_tmp_directories=True,
   )
   _save_replicated_arrays_whole_within_one_process()
-  return ocp.CheckpointManager(checkpoint_dir(workdir), options=options)
+  return ocp.CheckpointManager(directory, options=options)
 
 
 @functools.cache

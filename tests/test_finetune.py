@@ -11,9 +11,12 @@ model it pretrains is then fine-tuned on real SST-2 through the CLI.
 import json
 import os
 import pathlib
+import re
 import shutil
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -154,6 +157,65 @@ def test_finetuned_tiny_model_beats_chance_on_sst2(pretrained_workdir, tmp_path)
   assert json.loads((out / 'results.json').read_text())['seeds'] == results['seeds']
   changed = _finetune(*args[:-1], '--config.num_seeds=1', '--config.max_train_examples=64')
   assert 'comes from other settings; training it again' in changed.stderr, changed.stderr[-3000:]
+
+
+@pytest.mark.heavy  # Four CLI runs: about two minutes.
+def test_a_killed_or_preempted_seed_resumes_to_the_same_result(pretrained_workdir, tmp_path):
+  args = (
+    '--task=sst-2',
+    f'--data_dir={data_dir() / "glue"}',
+    f'--init={pretrained_workdir}',
+    '--config.max_train_examples=1000',
+    '--config.num_train_epochs=2',  # 31 steps an epoch, 62 a seed.
+    '--config.max_seq_length=64',
+    '--config.num_seeds=2',
+    '--config.log_every_steps=10',
+  )
+  straight = _finetune(*args, f'--workdir={tmp_path / "straight"}')
+  assert straight.returncode == 0, straight.stderr[-3000:]
+  out, log = tmp_path / 'interrupted', tmp_path / 'log'
+
+  def start(*extra: str) -> subprocess.Popen:
+    return subprocess.Popen(
+      [sys.executable, '-m', 'electra_jax.finetune', *args, f'--workdir={out}', *extra],
+      cwd=REPO,
+      stdout=subprocess.DEVNULL,
+      stderr=log.open('w'),
+      env=dict(os.environ, JAX_PLATFORMS='cpu'),
+    )
+
+  def wait_for(process: subprocess.Popen, pattern: str) -> None:
+    deadline = time.monotonic() + 300
+    while not re.search(pattern, log.read_text()):
+      assert process.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
+      time.sleep(0.1)
+
+  # Preempted in the second epoch of seed 0: it saves, says how to go on, and exits 1.
+  first = start()
+  wait_for(first, r'\] \[40\] ')
+  first.send_signal(signal.SIGTERM)
+  assert first.wait(timeout=120) == 1
+  stopped = re.search(r'error: SIGTERM: saved this seed at step (\d+) of 62', log.read_text())
+  assert stopped and 40 <= int(stopped[1]) < 62, log.read_text()[-3000:]
+  # Resumed with a save every 0.12 s, then killed without warning during seed 1.
+  second = start('--config.checkpoint.every_minutes=0.002')
+  wait_for(second, rf'seed 0: resumed at step {stopped[1]} of 62')
+  wait_for(second, r'(?s)seed 0: \{.*Saved the checkpoint of step \d+ in \S+seed_1')
+  second.kill()
+  second.wait()
+  assert not (out / 'seed_0' / 'checkpoints').exists()  # Spent once the result is written.
+  # A change of checkpointing settings keeps the seed's checkpoint usable.
+  last = start('--config.checkpoint.every_minutes=5')
+  assert last.wait(timeout=300) == 0, log.read_text()[-3000:]
+  assert 'seed 0: finished by an earlier run' in log.read_text()
+  assert re.search(r'seed 1: resumed at step [1-9]\d* of 62', log.read_text())
+  # Every dev figure of both seeds, per epoch, as the uninterrupted run's.
+  results = [json.loads((d / 'results.json').read_text()) for d in (tmp_path / 'straight', out)]
+  assert results[0]['seeds'] == results[1]['seeds']
+  assert (out / 'seed_1' / 'SST-2.tsv').read_text() == (
+    tmp_path / 'straight' / 'seed_1' / 'SST-2.tsv'
+  ).read_text()
+  assert not (out / 'seed_1' / 'checkpoints').exists()
 
 
 def test_sst2_as_the_users_own_files_trains_exactly_as_glues_task(pretrained_workdir, tmp_path):

@@ -26,7 +26,7 @@ import optax
 
 from configs import finetune as finetune_configs
 from electra_jax import config_lib, errors, metric_writer, optim, pretrained, sharding, storage
-from electra_jax.finetune import features, tasks
+from electra_jax.finetune import features, resume, tasks
 
 Features = features.Features
 # What the predict step reads; the train step also reads 'targets'. A task's
@@ -62,6 +62,7 @@ def validate(config: ml_collections.ConfigDict) -> None:
       'must be > 0, or None for the task default',
     ),
     ('max_seq_length', config.max_seq_length >= 8, 'must be >= 8'),
+    ('checkpoint.every_minutes', config.checkpoint.every_minutes >= 0, 'must be >= 0 (0: off)'),
     (
       'model.scan_unroll',
       isinstance(config.model.scan_unroll, int) and config.model.scan_unroll >= 1,
@@ -305,13 +306,21 @@ def run_seed(
   programs: _Programs,
   seed: int,
   workdir: str,
+  checkpoint: resume.SeedCheckpoint,
 ) -> dict[str, Any]:
-  """Trains from `source` with `seed`; returns dev metrics per split (and per epoch),
-  and writes the test predictions files (the task's write_predictions)."""
+  """Trains from `source` with `seed`, or goes on from `checkpoint`; returns dev
+  metrics per split (and per epoch), and writes the test predictions files (the
+  task's write_predictions)."""
   params = _init_params(config, programs, source, seed)
   opt_state = jax.jit(programs.tx.init)(params)
   if programs.train is None:
     _compile_steps(config, task, programs, jax.tree.map(lambda x: x.sharding, opt_state))
+  step, history = 0, []  # history: the dev results of each finished epoch.
+  restored = checkpoint.restore({'params': params, 'opt_state': opt_state})
+  if restored is not None:
+    step, state, history = restored
+    params, opt_state = state['params'], state['opt_state']
+    logging.info('seed %d: resumed at step %d of %d', seed, step, programs.num_steps)
   n, batch_size = len(data.train['input_ids']), config.batch_size
   out_dir = os.path.join(workdir, f'seed_{seed}')
   writer = metric_writer.MetricWriter(out_dir)
@@ -335,40 +344,46 @@ def run_seed(
       for split, (feats, reference) in data.dev.items()
     }
 
-  step, losses, start, history = 0, [], time.perf_counter(), []
-  while step < programs.num_steps:
-    order = np.random.default_rng([seed, len(history)]).permutation(n)  # One epoch.
-    for b in range(min(programs.steps_per_epoch, programs.num_steps - step)):
-      rows = order[b * batch_size : (b + 1) * batch_size]
-      batch = {k: data.train[k][rows] for k in (*MODEL_INPUTS, 'targets')}
-      if config.trim_padding:
-        batch = features.trim_padding(batch)
-      params, opt_state, loss = programs.train(
-        params,
-        opt_state,
-        sharding.make_global_batch(batch, programs.batch_sharding),
-        np.int32(seed),
-        np.int32(step),
-      )
-      losses.append(loss)
-      step += 1
-      if step % config.log_every_steps == 0 or step == programs.num_steps:
-        mean_loss = float(np.mean(jax.device_get(losses)))  # Waits for the steps.
-        seconds = time.perf_counter() - start
-        writer.write(
-          step,
-          {
-            'loss': mean_loss,
-            'learning_rate': float(programs.schedule(step)),
-            'examples_per_s': len(losses) * batch_size / seconds,
-          },
-          prefix='finetune',
+  per_epoch, losses, start = programs.steps_per_epoch, [], time.perf_counter()
+  try:
+    for epoch in range(len(history), -(-programs.num_steps // per_epoch)):
+      order = np.random.default_rng([seed, epoch]).permutation(n)
+      first = epoch * per_epoch  # A resumed seed starts mid-epoch.
+      while step < min(first + per_epoch, programs.num_steps):
+        rows = order[(step - first) * batch_size :][:batch_size]
+        batch = {k: data.train[k][rows] for k in (*MODEL_INPUTS, 'targets')}
+        if config.trim_padding:
+          batch = features.trim_padding(batch)
+        params, opt_state, loss = programs.train(
+          params,
+          opt_state,
+          sharding.make_global_batch(batch, programs.batch_sharding),
+          np.int32(seed),
+          np.int32(step),
         )
-        losses, start = [], time.perf_counter()
-    history.append(evaluate())
-    for split, values in history[-1].items():
-      writer.write(step, values, prefix=f'dev/{split}')
-  writer.close()
+        losses.append(loss)
+        step += 1
+        if step % config.log_every_steps == 0 or step == programs.num_steps:
+          mean_loss = float(np.mean(jax.device_get(losses)))  # Waits for the steps.
+          seconds = time.perf_counter() - start
+          writer.write(
+            step,
+            {
+              'loss': mean_loss,
+              'learning_rate': float(programs.schedule(step)),
+              'examples_per_s': len(losses) * batch_size / seconds,
+            },
+            prefix='finetune',
+          )
+          losses, start = [], time.perf_counter()
+        checkpoint.step_done(
+          step, programs.num_steps, {'params': params, 'opt_state': opt_state}, history
+        )
+      history.append(evaluate())
+      for split, values in history[-1].items():
+        writer.write(step, values, prefix=f'dev/{split}')
+  finally:
+    writer.close()
 
   for split, name in task.dev_predictions:
     feats, reference = data.dev[split]
@@ -421,22 +436,38 @@ def finetune(
     ' (random initialisation)' if config.random_init else '',
   )
 
-  # What makes a seed's result reusable by a rerun: the same model and settings.
+  # What makes a seed's result, or its checkpoint, reusable by a rerun: the same
+  # model and settings, but for those that do not change a seed's result.
+  settings = json.loads(config.to_json_best_effort())
+  for key in _RESULT_NEUTRAL_KEYS:
+    settings.pop(key, None)
   run_key = {
     'data': files.paths,
     'init': init,
     'pretraining_step': source.step,
-    'config': json.loads(config.to_json_best_effort()),
+    'config': settings,
   }
   per_seed = {}
-  with jax.set_mesh(mesh):
-    programs = _programs(config, task, source, mesh, n)
-    for seed in range(config.seed, config.seed + config.num_seeds):
-      per_seed[seed] = _finished_seed(workdir, seed, run_key)
-      if per_seed[seed] is None:
-        per_seed[seed] = run_seed(config, task, source, data, programs, seed, workdir)
-        _write_json(_seed_file(workdir, seed), {**run_key, 'result': per_seed[seed]})
-      logging.info('seed %d: %s', seed, per_seed[seed]['dev'])
+  saves = resume.Saves(config)
+  try:
+    with jax.set_mesh(mesh):
+      programs = _programs(config, task, source, mesh, n)
+      for seed in range(config.seed, config.seed + config.num_seeds):
+        per_seed[seed] = _finished_seed(workdir, seed, run_key)
+        seed_dir = os.path.join(workdir, f'seed_{seed}')
+        if per_seed[seed] is None:
+          checkpoint = resume.SeedCheckpoint(seed_dir, run_key, saves)
+          try:
+            per_seed[seed] = run_seed(
+              config, task, source, data, programs, seed, workdir, checkpoint
+            )
+          finally:
+            checkpoint.close()
+          _write_json(_seed_file(workdir, seed), {**run_key, 'result': per_seed[seed]})
+        resume.remove(seed_dir)
+        logging.info('seed %d: %s', seed, per_seed[seed]['dev'])
+  finally:
+    saves.close()
   median = {
     split: {
       metric: statistics.median(r['dev'][split][metric] for r in per_seed.values())
@@ -462,6 +493,11 @@ def finetune(
   }
   _write_json(os.path.join(workdir, 'results.json'), results)
   return results
+
+
+# Settings that change how a run goes but not what a seed learns: a rerun that
+# changes only these reuses the finished seeds and resumes an unfinished one.
+_RESULT_NEUTRAL_KEYS = ('num_seeds', 'log_every_steps', 'checkpoint')
 
 
 def _seed_file(workdir: str, seed: int) -> str:
