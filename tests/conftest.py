@@ -5,6 +5,8 @@ import importlib
 import os
 import pathlib
 import shutil
+import subprocess
+import sys
 import tempfile
 
 import jax
@@ -12,6 +14,19 @@ import numpy as np
 import pytest
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
+
+
+def run_module(module: str, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+  """`python -m MODULE ARGS` from the repository root on the CPU, its output captured."""
+  return subprocess.run(
+    [sys.executable, '-m', module, *args],
+    cwd=REPO,
+    capture_output=True,
+    text=True,
+    timeout=timeout,
+    env=dict(os.environ, JAX_PLATFORMS='cpu'),
+  )
+
 
 # The tests in this process are bound by compiling on a CPU, and LLVM's
 # optimisations take a fifth to a half of each compile for steps that then run

@@ -1,16 +1,7 @@
 """build_vocab through the CLI on real Korean and English Wikipedia."""
 
-import subprocess
-import sys
-
 from electra_jax.data import shards, sources, tokenizers
-from tests.conftest import REPO, data_dir, require
-
-
-def _run(module: str, *args: str) -> subprocess.CompletedProcess:
-  return subprocess.run(
-    [sys.executable, '-m', module, *args], cwd=REPO, capture_output=True, text=True, timeout=600
-  )
+from tests.conftest import data_dir, require, run_module
 
 
 def _kowiki(files: str = '0[0-5]') -> str:
@@ -18,7 +9,7 @@ def _kowiki(files: str = '0[0-5]') -> str:
 
 
 def test_a_korean_vocabulary_prepares_korean_text_without_unknowns(tmp_path):
-  result = _run(
+  result = run_module(
     'electra_jax.build_vocab',
     f'--corpus={_kowiki()}',
     f'--output={tmp_path / "vocab"}',
@@ -35,7 +26,7 @@ def test_a_korean_vocabulary_prepares_korean_text_without_unknowns(tmp_path):
   assert tokenizer.unk_id not in tokenizer.encode(['한국어 문장 입니다.'])[0]
 
   prepared = tmp_path / 'prepared'
-  result = _run(
+  result = run_module(
     'electra_jax.prepare_data',
     f'--corpus={_kowiki("09")}',
     f'--output_dir={prepared}',
@@ -53,7 +44,7 @@ def test_a_korean_vocabulary_prepares_korean_text_without_unknowns(tmp_path):
 def test_an_english_vocabulary_cuts_as_transformers_does(tmp_path):
   transformers = require('transformers')
   wiki = data_dir() / 'wikipedia' / 'AA' / 'wiki_07'
-  result = _run(
+  result = run_module(
     'electra_jax.build_vocab',
     f'--corpus=wiki:{wiki}',
     f'--output={tmp_path}',
@@ -80,16 +71,16 @@ def test_sentencepiece_and_bad_requests(tmp_path):
     '--vocab_size=4000',
     '--type=sentencepiece',
   )
-  result = _run(*args)
+  result = run_module(*args)
   assert result.returncode == 0, result.stderr[-3000:]
   tokenizer = tokenizers.SentencePieceTokenizer(str(tmp_path / 'spm.model'))
   assert tokenizer.vocab_size == 4000 and tokenizer.special_ids == tokenizers.TRAINED_SPECIAL_IDS
-  result = _run(*args)  # Again, into the same folder.
+  result = run_module(*args)  # Again, into the same folder.
   assert result.returncode == 2
   assert result.stderr.strip().splitlines()[-1] == (
     f'error: --output={tmp_path}: already holds spm.model; choose another folder or delete it'
   )
-  result = _run(
+  result = run_module(
     'electra_jax.build_vocab',
     f'--corpus={_kowiki("00")}',
     f'--output={tmp_path}',
@@ -97,7 +88,7 @@ def test_sentencepiece_and_bad_requests(tmp_path):
   )
   assert result.returncode == 2
   assert 'error: --vocab_size=50: too small; give at least 105' in result.stderr
-  result = _run(
+  result = run_module(
     'electra_jax.build_vocab',
     f'--corpus={_kowiki("00")}',
     f'--output={tmp_path / "small"}',

@@ -7,8 +7,6 @@ weights: interop and the CLIs need real files, not a trained model.
 
 import json
 import os
-import subprocess
-import sys
 
 import jax
 import numpy as np
@@ -26,7 +24,7 @@ from electra_jax import (
   train,
 )
 from electra_jax.data import shard_writer, sources, tokenizers
-from tests.conftest import REPO, data_dir, require
+from tests.conftest import data_dir, require, run_module
 
 torch = require('torch')
 transformers = require('transformers')
@@ -96,17 +94,6 @@ def _workdir(directory: str, config) -> str:
   return directory
 
 
-def _cli(module: str, *args: str) -> subprocess.CompletedProcess:
-  return subprocess.run(
-    [sys.executable, '-m', module, *args],
-    cwd=REPO,
-    capture_output=True,
-    text=True,
-    timeout=300,
-    env=dict(os.environ, JAX_PLATFORMS='cpu'),
-  )
-
-
 def _inputs():
   rng = np.random.default_rng(0)
   ids = rng.integers(1000, 30000, (2, 24))
@@ -120,7 +107,9 @@ def _inputs():
 
 def test_export_loads_in_transformers_with_matching_logits(workdir, tmp_path):
   out = tmp_path / 'hf'
-  result = _cli('electra_jax.export', f'--workdir={workdir}', f'--output={out}', '--generator')
+  result = run_module(
+    'electra_jax.export', f'--workdir={workdir}', f'--output={out}', '--generator'
+  )
   assert result.returncode == 0, result.stderr[-3000:]
   assert f'wrote {out} (step 7)' in result.stdout
   # Every file gets the user's normal mode (safetensors alone would write 0600).
@@ -178,7 +167,7 @@ def test_import_then_export_is_lossless(tmp_path, safetensors):
   original.save_pretrained(tmp_path / 'original', safe_serialization=safetensors)
   with open(_vocab()) as f:
     (tmp_path / 'original' / 'vocab.txt').write_text(f.read())
-  result = _cli(
+  result = run_module(
     'electra_jax.export', f'--workdir={tmp_path / "original"}', f'--output={tmp_path / "again"}'
   )
   assert result.returncode == 0, result.stderr[-3000:]
@@ -193,14 +182,14 @@ def test_import_then_export_is_lossless(tmp_path, safetensors):
 
 
 def test_predict_shows_each_token(workdir):
-  result = _cli('electra_jax.predict', f'--workdir={workdir}', 'The chef cooked the meal.')
+  result = run_module('electra_jax.predict', f'--workdir={workdir}', 'The chef cooked the meal.')
   assert result.returncode == 0, result.stderr[-3000:]
   lines = result.stdout.strip().splitlines()
   # Header, then [CLS] the chef cooked the meal . [SEP].
   assert len(lines) == 9 and lines[2].split()[1] == 'the' and lines[-1].split()[1] == '[SEP]'
   assert all(0 <= float(line.split()[2]) <= 1 for line in lines[1:])
 
-  result = _cli(
+  result = run_module(
     'electra_jax.predict',
     f'--workdir={workdir}',
     '--corrupt',
@@ -214,7 +203,7 @@ def test_predict_shows_each_token(workdir):
 
 
 def test_evaluate_reports_auc_on_held_out_data(workdir, held_out, tmp_path, tiny_tokenizer):
-  result = _cli(
+  result = run_module(
     'electra_jax.evaluate', f'--workdir={workdir}', f'--data={held_out}', '--num_batches=3'
   )
   assert result.returncode == 0, result.stderr[-3000:]
@@ -231,7 +220,7 @@ def test_evaluate_reports_auc_on_held_out_data(workdir, held_out, tmp_path, tiny
     spm_model=tiny_tokenizer.file_path,
   )
   other = shard_writer.prepare(options, str(tmp_path / 'other'), num_workers=1, progress=False)
-  result = _cli('electra_jax.evaluate', f'--workdir={workdir}', f'--data={other.directory}')
+  result = run_module('electra_jax.evaluate', f'--workdir={workdir}', f'--data={other.directory}')
   assert result.returncode == 2
   assert 'error: config.model.vocab_size: 30522, but the data in' in result.stderr
 
@@ -247,7 +236,7 @@ def _hf_logits(model, ids, mask, types):
 
 def test_a_masked_lm_objective_exports_its_full_size_network(replace_mlm_workdir, tmp_path):
   out = tmp_path / 'hf'
-  result = _cli(
+  result = run_module(
     'electra_jax.export', f'--workdir={replace_mlm_workdir}', f'--output={out}', '--generator'
   )
   assert result.returncode == 0, result.stderr[-3000:]
@@ -277,7 +266,7 @@ def test_a_masked_lm_objective_exports_its_full_size_network(replace_mlm_workdir
 
 def test_gdes_exports_the_residual_folded_into_one_table(tmp_path):
   workdir = _workdir(str(tmp_path / 'gdes'), _config(embedding_sharing='gdes'))
-  result = _cli('electra_jax.export', f'--workdir={workdir}', f'--output={tmp_path / "hf"}')
+  result = run_module('electra_jax.export', f'--workdir={workdir}', f'--output={tmp_path / "hf"}')
   assert result.returncode == 0, result.stderr[-3000:]
   source = pretrained.load(workdir)
   assert source.embedding_sharing == 'gdes'
@@ -299,7 +288,7 @@ def test_gdes_exports_the_residual_folded_into_one_table(tmp_path):
 
 
 def test_evaluate_and_predict_a_masked_lm(replace_mlm_workdir, held_out):
-  result = _cli(
+  result = run_module(
     'electra_jax.evaluate',
     f'--workdir={replace_mlm_workdir}',
     f'--data={held_out}',
@@ -319,7 +308,7 @@ def test_evaluate_and_predict_a_masked_lm(replace_mlm_workdir, held_out):
   } == set(values)
   assert float(values['main_mlm_loss']) > 0
 
-  result = _cli(
+  result = run_module(
     'electra_jax.predict',
     f'--workdir={replace_mlm_workdir}',
     '--mask_prob=0.5',
@@ -337,7 +326,7 @@ def test_continued_pretraining_starts_from_released_hf_checkpoints(workdir, held
   # The released layout: an ElectraForPreTraining directory with vocab.txt, and
   # the generator's ElectraForMaskedLM beside it.
   hf = tmp_path / 'hf'
-  result = _cli('electra_jax.export', f'--workdir={workdir}', f'--output={hf}', '--generator')
+  result = run_module('electra_jax.export', f'--workdir={workdir}', f'--output={hf}', '--generator')
   assert result.returncode == 0, result.stderr[-3000:]
   config = _config()
   loaded = hf_interop.pretraining_params_from_hf(
@@ -364,7 +353,7 @@ def test_continued_pretraining_starts_from_released_hf_checkpoints(workdir, held
     '--config.num_train_steps=2',
     f'--config.checkpoint.init_from={hf}',
   ]
-  result = _cli(
+  result = run_module(
     *args,
     '--config.model.num_layers=3',
     f'--config.checkpoint.init_from_generator={hf / "generator"}',
@@ -375,7 +364,7 @@ def test_continued_pretraining_starts_from_released_hf_checkpoints(workdir, held
     f'Initialised the parameters from the HF checkpoint {hf} and {hf}/generator' in result.stderr
   )
   # Other sizes are refused before any step, naming the key.
-  result = _cli(*args, '--config.model.num_layers=2', f'--workdir={tmp_path / "smaller"}')
+  result = run_module(*args, '--config.model.num_layers=2', f'--workdir={tmp_path / "smaller"}')
   assert result.returncode == 2
   assert 'its discriminator has num_layers 3 (this config: 2)' in result.stderr.splitlines()[-1]
 
@@ -431,7 +420,7 @@ def test_a_wordpiece_tokenizer_exports_as_a_fast_tokenizer_with_the_same_ids(lan
     vocab, text = _vocab(), data_dir() / 'wikipedia' / 'AA' / 'wiki_05'
   else:
     corpus = f'wiki:{data_dir() / "korean" / "kowiki" / "AA" / "wiki_00"}'
-    built = _cli(
+    built = run_module(
       'electra_jax.build_vocab', f'--corpus={corpus}', f'--output={tmp_path}', '--vocab_size=8000'
     )
     assert built.returncode == 0, built.stderr[-3000:]

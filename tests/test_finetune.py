@@ -21,24 +21,13 @@ import time
 import pytest
 
 from electra_jax.metric_writer import read_scalars
-from tests.conftest import REPO, data_dir, require
+from tests.conftest import REPO, data_dir, require, run_module
 
 NOTEBOOK = REPO / 'launch' / 'colab_tpu.ipynb'
 
 
-def _run(module: str, *args: str) -> subprocess.CompletedProcess:
-  return subprocess.run(
-    [sys.executable, '-m', module, *args],
-    cwd=REPO,
-    capture_output=True,
-    text=True,
-    timeout=600,
-    env=dict(os.environ, JAX_PLATFORMS='cpu'),
-  )
-
-
 def _finetune(*args: str) -> subprocess.CompletedProcess:
-  return _run('electra_jax.finetune', *args)
+  return run_module('electra_jax.finetune', *args)
 
 
 @pytest.fixture(scope='module')
@@ -289,7 +278,7 @@ def test_ner_tags_conll2003_through_the_cli(pretrained_workdir, tmp_path):
 
 def test_probe_scores_each_layer_of_the_pretrained_model(pretrained_workdir, tmp_path):
   out = tmp_path / 'probe.json'
-  result = _run(
+  result = run_module(
     'electra_jax.probe',
     '--task=sst-2',
     f'--glue_dir={data_dir() / "glue"}',

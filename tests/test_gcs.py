@@ -7,6 +7,7 @@ checkpoint that the server refuses to serve for a while: it is never moved
 aside.
 """
 
+import functools
 import json
 import os
 import pathlib
@@ -26,8 +27,11 @@ from configs import tiny
 from electra_jax import checkpointing, pretrained, storage
 from electra_jax.data import pipeline, shard_writer
 from tests import gcs_emulator
-from tests.conftest import REPO, data_dir
+from tests.conftest import REPO, data_dir, run_module
 from tests.test_checkpointing import _last_per_step, _params
+
+# The whole user path against the bucket: a run may take long.
+_run = functools.partial(run_module, timeout=900)
 
 BUCKET = f'gs://{gcs_emulator.BUCKET}'
 
@@ -45,17 +49,6 @@ def gcs(tmp_path_factory):
       os.environ.pop(key)
     else:
       os.environ[key] = value
-
-
-def _run(module: str, *args: str, timeout: float = 900) -> subprocess.CompletedProcess:
-  return subprocess.run(
-    [sys.executable, '-m', module, *args],
-    cwd=REPO,
-    capture_output=True,
-    text=True,
-    timeout=timeout,
-    env=dict(os.environ, JAX_PLATFORMS='cpu'),
-  )
 
 
 def _pretrain(workdir: str, prepared: str, *args: str) -> list[str]:
