@@ -46,7 +46,11 @@ def get_config() -> ml_collections.ConfigDict:
   #     paper's copy mechanism.
   # The full-size network is what fine-tuning and export keep. The last three
   # are not in the released code, which has 'electra' and, as
-  # electra_objective=False, 'mlm'.
+  # electra_objective=False, 'mlm'. And
+  #   'electric': Electric (Clark et al. 2020b), the released code's
+  #     electric_objective with two_tower_generator: the discriminator's output is
+  #     an energy, trained by noise-contrastive estimation against a two-tower
+  #     cloze generator (docs/pretraining.md).
   config.objective.name = 'electra'
   # The released code's uniform_generator: samples uniformly from the
   # vocabulary, with no generator network.

@@ -17,7 +17,7 @@ _REMAT_POLICIES = ('none', 'full', 'dots_saveable')
 _ATTENTION_IMPLS = ('explicit', 'xla', 'cudnn')
 _HEAD_DIM = 64  # Every ELECTRA size uses 64-dimensional attention heads.
 # config.objective.name's values; electra_jax/objectives.py defines each.
-OBJECTIVES = ('electra', 'electra_15', 'mlm', 'replace_mlm', 'all_tokens_mlm')
+OBJECTIVES = ('electra', 'electra_15', 'mlm', 'replace_mlm', 'all_tokens_mlm', 'electric')
 MASKINGS = ('token', 'whole_word')  # config.objective.masking's values.
 EMBEDDING_SHARING = ('tied', 'untied', 'gdes')  # model.ElectraPretrainingModel's
 
@@ -186,6 +186,26 @@ def validate(config: ml_collections.ConfigDict, *, check_data: bool = True) -> N
     'model.tie_generator_to_discriminator',
     'there is no generator network to tie with uniform_generator',
   )
+  if o.name == 'electric':
+    # Its loss needs the noise distribution's probability of every token: the
+    # two-tower cloze model's, as sampled from.
+    for key, wrong in (
+      ('objective.uniform_generator', o.uniform_generator),
+      ('objective.disallow_correct', o.disallow_correct),
+      ('model.tie_generator_to_discriminator', m.tie_generator_to_discriminator),
+    ):
+      require(
+        not wrong,
+        key,
+        "objective 'electric' samples from its own two-tower cloze generator, whose "
+        'probabilities its loss reads; set it to False',
+      )
+    require(
+      m.attention_impl != 'cudnn',
+      'model.attention_impl',
+      "objective 'electric': cuDNN attention has no right-to-left mask for the cloze "
+      "generator's second tower; use 'xla' or 'explicit'",
+    )
 
   for key in (
     'vocab_size',

@@ -166,6 +166,11 @@ def export(source: pretrained.Pretrained, output: str, *, generator: bool = Fals
   if generator:
     if 'generator_head' not in source.params:
       raise config_lib.ConfigError(f'--generator: {source.source} holds no generator')
+    if 'generator_ltr' in source.params:
+      raise config_lib.ConfigError(
+        f"--generator: {source.source} holds Electric's two-tower cloze generator, "
+        'which no HF class holds; export the discriminator alone'
+      )
     directory = os.path.join(output, 'generator')
     gen = source.generator_cfg
     tied = 'generator' not in source.params  # model.tie_generator_to_discriminator

@@ -4,7 +4,7 @@ Counts matmul FLOPs (2 per multiply-add) of the forward pass and multiplies by
 3 for forward + backward. Attention is bidirectional, so QK^T and PV count in
 full. Each objective counts the networks it runs and its heads at the
 positions it computes them: the generator's output layer at the masked
-positions only. Embedding lookups, LayerNorm, softmax and the optimizer are not
+positions only, but for Electric's cloze model at every token. Embedding lookups, LayerNorm, softmax and the optimizer are not
 counted, as is usual for MFU.
 """
 
@@ -52,9 +52,11 @@ def encoder_forward_flops_per_token(cfg: EncoderConfig, seq_len: int) -> float:
   return cfg.num_layers * per_layer + projection
 
 
-def _mlm_head_flops(cfg: EncoderConfig) -> float:
-  """Per prediction: the MLM dense layer, then the tied output layer."""
-  return 2 * cfg.hidden_size * cfg.embedding_size + 2 * cfg.embedding_size * cfg.vocab_size
+def _mlm_head_flops(cfg: EncoderConfig, inputs: int | None = None) -> float:
+  """Per prediction: the MLM dense layer (from `inputs` features, default the hidden
+  size), then the tied output layer."""
+  inputs = inputs or cfg.hidden_size
+  return 2 * inputs * cfg.embedding_size + 2 * cfg.embedding_size * cfg.vocab_size
 
 
 def _token_head_flops(cfg: EncoderConfig) -> float:
@@ -69,7 +71,14 @@ def train_step_flops(config: ml_collections.ConfigDict) -> float:
   tokens = config.batch_size * config.max_seq_length
   predictions = config.batch_size * config_lib.max_predictions_per_seq(config)
   forward = tokens * encoder_forward_flops_per_token(disc, config.max_seq_length)
-  if objectives.has_generator_network(config):
+  if config.objective.name == 'electric':
+    # Two towers, whose masked attention is computed in full, and the head on both
+    # towers' outputs at every token.
+    forward += tokens * (
+      2 * encoder_forward_flops_per_token(gen, config.max_seq_length)
+      + _mlm_head_flops(gen, 2 * gen.hidden_size)
+    )
+  elif objectives.has_generator_network(config):
     forward += tokens * encoder_forward_flops_per_token(
       gen, config.max_seq_length
     ) + predictions * _mlm_head_flops(gen)

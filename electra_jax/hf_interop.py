@@ -254,6 +254,11 @@ def pretraining_params_from_hf(
     if sharing == 'untied':
       params['discriminator_embeddings'] = params.pop('embeddings')
     return params
+  if config.objective.name == 'electric':
+    raise HFCheckpointError(
+      f"{what}_generator: objective 'electric' trains a two-tower cloze generator, which "
+      'an HF generator cannot start; leave it out to start the generator afresh'
+    )
   hf_generator, generator = read_hf_dir(generator_dir)
   _check_fits(generator_dir, hf_generator, config_lib.generator_config(config), 'generator')
   return params_from_hf(

@@ -204,10 +204,14 @@ class SelfAttention(nn.Module):
 
   `attention_mask` [B, L] is 1 for real tokens and 0 for padding, which must
   come last in each row (as in every batch this package builds): the 'xla' and
-  'cudnn' paths take it as each row's length.
+  'cudnn' paths take it as each row's length. `direction` (DIRECTIONS) lets a
+  token attend to every token, or only to itself and those before it, or after
+  it: the two towers of Electric's cloze model (config_lib refuses the last
+  with 'cudnn', which has no mask for it).
   """
 
   cfg: EncoderConfig
+  direction: str = 'both'
 
   @nn.compact
   def __call__(self, x: Array, attention_mask: Array, deterministic: bool) -> Array:
@@ -223,8 +227,11 @@ class SelfAttention(nn.Module):
       name='qkv',
     )(x)
     query, key, value = qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]  # [B, L, N, D]
+    length = x.shape[1]
     if cfg.attention_impl == 'explicit':
       mask = attention_mask.astype(bool)[:, None, None, :]  # [B, 1, 1, L]: keys only.
+      if self.direction != 'both':
+        mask = mask & _direction_mask(self.direction, length)
       logits = jnp.einsum(
         'bqnd,bknd->bnqk', query, key, preferred_element_type=jnp.float32
       ) / jnp.sqrt(head_dim)
@@ -238,7 +245,12 @@ class SelfAttention(nn.Module):
       # while lengths give it its native padding mask, which skips padded keys.
       lengths = jnp.sum(attention_mask > 0, axis=-1, dtype=jnp.int32)
       out = jax.nn.dot_product_attention(
-        query, key, value, key_value_seq_lengths=lengths, implementation=cfg.attention_impl
+        query,
+        key,
+        value,
+        mask=_direction_mask(self.direction, length) if self.direction != 'both' else None,
+        key_value_seq_lengths=lengths,
+        implementation=cfg.attention_impl,
       )
     return _Projection(
       cfg,
@@ -250,18 +262,34 @@ class SelfAttention(nn.Module):
     )(out)
 
 
+# Which keys a query attends to: all of them, or only those at or before it
+# (or after it), as in the two towers of Electric's cloze model.
+DIRECTIONS = ('both', 'left_to_right', 'right_to_left')
+
+
+def _direction_mask(direction: str, length: int) -> Array:
+  """bool [1, 1, L, L]: query i may attend to key j."""
+  query = jax.lax.broadcasted_iota(jnp.int32, (length, length), 0)
+  key = jax.lax.broadcasted_iota(jnp.int32, (length, length), 1)
+  allowed = key <= query if direction == 'left_to_right' else key >= query
+  return allowed[None, None]
+
+
 class EncoderLayer(nn.Module):
   """One post-LN transformer layer. Returns (x, None) so nn.scan can stack it, or
   (x, x) with `emit_output`, so that the scan also stacks every layer's output."""
 
   cfg: EncoderConfig
   emit_output: bool = False
+  direction: str = 'both'  # Of its attention (DIRECTIONS).
 
   @nn.compact
   def __call__(self, x: Array, attention_mask: Array, deterministic: bool):
     cfg = self.cfg
     dropout = Dropout(cfg.dropout_rate)
-    attended = SelfAttention(cfg, name='attention')(x, attention_mask, deterministic)
+    attended = SelfAttention(cfg, self.direction, name='attention')(
+      x, attention_mask, deterministic
+    )
     x = _layer_norm(cfg, 'embed', 'attention_layer_norm')(
       x + dropout(attended, deterministic=deterministic)
     )
@@ -276,6 +304,7 @@ class Encoder(nn.Module):
   """Projects embeddings to the hidden size (if they differ), then the layers."""
 
   cfg: EncoderConfig
+  direction: str = 'both'  # Of every layer's attention (DIRECTIONS).
 
   @nn.compact
   def __call__(
@@ -308,11 +337,15 @@ class Encoder(nn.Module):
         metadata_params={nn.PARTITION_NAME: 'layers'},
         unroll=cfg.scan_unroll,
       )
-      x, outputs = stack(cfg, all_layers, name='layers')(x, attention_mask, deterministic)
+      x, outputs = stack(cfg, all_layers, self.direction, name='layers')(
+        x, attention_mask, deterministic
+      )
     else:
       outputs = []
       for i in range(cfg.num_layers):
-        x, output = layer(cfg, all_layers, name=f'layer_{i}')(x, attention_mask, deterministic)
+        x, output = layer(cfg, all_layers, self.direction, name=f'layer_{i}')(
+          x, attention_mask, deterministic
+        )
         outputs.append(output)
       outputs = jnp.stack(outputs) if all_layers else None
     if all_layers:
@@ -370,7 +403,8 @@ class ElectraPretrainingModel(nn.Module):
   probability ('mlm_copy', All-Tokens MLM). `generator_cfg` None means no
   generator network (BERT, or uniform samples); `tie_generator` makes the
   full-size encoder serve as the generator too, with its own MLM head (the
-  released code's untied_generator=False).
+  released code's untied_generator=False). `cloze_generator` makes the generator
+  Electric's two-tower cloze model (cloze_logits).
   """
 
   generator_cfg: EncoderConfig | None
@@ -380,6 +414,7 @@ class ElectraPretrainingModel(nn.Module):
   embedding_sharing: str = 'tied'
   main_head: str = 'discriminator'
   tie_generator: bool = False
+  cloze_generator: bool = False
 
   def setup(self):
     has_generator = self.generator_cfg is not None
@@ -392,7 +427,10 @@ class ElectraPretrainingModel(nn.Module):
       if self.embedding_sharing == 'gdes':
         self.discriminator_embeddings = Embeddings(self.discriminator_cfg, residual=True)
     if has_generator:
-      if not self.tie_generator:
+      if self.cloze_generator:
+        self.generator_ltr = Encoder(self.generator_cfg, 'left_to_right')
+        self.generator_rtl = Encoder(self.generator_cfg, 'right_to_left')
+      elif not self.tie_generator:
         self.generator = Encoder(self.generator_cfg)
       self.generator_head = GeneratorHead(self.generator_cfg)
     self.discriminator = Encoder(self.discriminator_cfg)
@@ -432,6 +470,31 @@ class ElectraPretrainingModel(nn.Module):
     hidden = encoder(embedded, attention_mask, deterministic)
     hidden = jnp.take_along_axis(hidden, masked_positions[..., None], axis=1)
     return self.generator_head(hidden, word_table)
+
+  def cloze_logits(
+    self, input_ids: Array, token_type_ids: Array, attention_mask: Array, deterministic: bool = True
+  ) -> Array:
+    """float32 logits [B, L, V] of every position's token given all the others, in one
+    pass over the unmasked text (Clark et al. 2020, "Pre-Training Transformers as
+    Energy-Based Cloze Models", Section 3.1).
+
+    A left-to-right and a right-to-left tower read the text; position t joins the
+    first's output at t - 1 and the second's at t + 1, so nothing it reads has seen
+    token t. The released code rolls the sequences, so that the first position reads
+    the last one's output (and the last the first's); here they read zeros.
+    """
+    embedded, word_table = self._embed('generator', input_ids, token_type_ids, deterministic)
+    left = self.generator_ltr(embedded, attention_mask, deterministic)
+    right = self.generator_rtl(embedded, attention_mask, deterministic)
+    zeros = jnp.zeros_like(left[:, :1])
+    context = jnp.concatenate(
+      [
+        jnp.concatenate([zeros, left[:, :-1]], axis=1),
+        jnp.concatenate([right[:, 1:], zeros], axis=1),
+      ],
+      axis=-1,
+    )
+    return self.generator_head(context, word_table)
 
   def _main_hidden(
     self, input_ids: Array, token_type_ids: Array, attention_mask: Array, deterministic: bool
@@ -477,7 +540,9 @@ class ElectraPretrainingModel(nn.Module):
     """Every network and head on the same input; used to create every parameter."""
     args = (input_ids, token_type_ids, attention_mask)
     outputs = ()
-    if self.generator_cfg is not None:
+    if self.cloze_generator:
+      outputs += (self.cloze_logits(*args, deterministic),)
+    elif self.generator_cfg is not None:
       outputs += (self.generator_logits(*args, masked_positions, deterministic),)
     if self.main_head == 'discriminator':
       return outputs + (self.discriminator_logits(*args, deterministic),)

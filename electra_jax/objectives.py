@@ -7,7 +7,8 @@ max_predictions_per_seq) with 0/1 weights, so every shape is static.
 The array-level pieces come first. Then the objectives (config_lib.OBJECTIVES):
 every one masks, then (all but BERT's 'mlm') samples into the masked positions
 from the generator or uniformly, and runs the full-size network on the result
-with its own loss, one function each (_electra ... _all_tokens_mlm).
+with its own loss, one function each (_electra ... _all_tokens_mlm, and
+Electric's _electric, whose generator is a cloze model of every position).
 pretraining_outputs is one pass of (params, batch, key), which evaluation and
 prediction reuse; pretraining_losses is its two losses, the objective as the
 paper writes it; pretraining_gradients differentiates the same pass for the
@@ -300,10 +301,10 @@ def masked_position_weights(masked: MaskedBatch, length: int) -> Array:
 
 # --- The objectives: what the step needs, then one pass each --------------------
 
-# The paper's objectives (Section 3.2 and Table 5), named in config_lib.OBJECTIVES.
-# 'electra' and 'electra_15' keep a replaced-token discriminator, the others a
-# full-size masked LM.
-RTD_OBJECTIVES = ('electra', 'electra_15')
+# The paper's objectives (Section 3.2 and Table 5), and Electric (Clark et al.
+# 2020b), named in config_lib.OBJECTIVES. 'electra', 'electra_15' and 'electric'
+# keep a replaced-token discriminator, the others a full-size masked LM.
+RTD_OBJECTIVES = ('electra', 'electra_15', 'electric')
 
 
 def main_head(name: str) -> str:
@@ -392,6 +393,9 @@ class Corruption:
   sampled: Array | None  # [B, P] the samples; None for 'mlm', which writes [MASK] instead.
   corrupted: Array  # [B, L] the full-size network's input.
   is_replaced: Array  # [B, L] a sample differs from the original there.
+  # 'electric': float32 [B, L], the noise's log-odds at each token of `corrupted`:
+  # log q(token | the original context) + log(mask_prob / (1 - mask_prob)).
+  noise_log_odds: Array | None = None
 
 
 @flax.struct.dataclass
@@ -428,25 +432,68 @@ def _generator_logits(
   masked: MaskedBatch,
   rng: Array,
   model: ElectraPretrainingModel,
+  obj: Settings,
   deterministic: bool,
-) -> Array:
-  return _apply(
+) -> tuple[Array, Array | None]:
+  """(the generator's float32 logits [B, P, V] at the masked positions; for 'electric',
+  the log-probability [B, L] of every original token under the noise distribution,
+  else None)."""
+  if obj.name != 'electric':
+    logits = _apply(
+      params,
+      model,
+      model.generator_logits,
+      rng,
+      masked.input_ids,
+      batch['token_type_ids'],
+      batch['attention_mask'],
+      masked.positions,
+      deterministic,
+    )
+    return logits, None
+  # Electric's cloze model reads the text unmasked and predicts every position.
+  logits = _apply(
     params,
     model,
-    model.generator_logits,
+    model.cloze_logits,
     rng,
-    masked.input_ids,
+    batch['input_ids'],
     batch['token_type_ids'],
     batch['attention_mask'],
-    masked.positions,
     deterministic,
   )
+  at_masked = jnp.take_along_axis(logits, masked.positions[..., None], axis=1)
+  return at_masked, _noise_log_probs(logits, batch['input_ids'], obj.temperature)
+
+
+def _noise_log_probs(logits: Array, tokens: Array, temperature: float) -> Array:
+  """float32 log softmax(logits / temperature) at `tokens`, the distribution that
+  sample_tokens draws from, behind stop_gradient: Electric's noise-contrastive loss
+  treats it as given (the released code's stop_gradient on log q)."""
+  logits = jax.lax.stop_gradient(logits).astype(jnp.float32) / temperature
+  chosen = jnp.take_along_axis(logits, tokens[..., None], axis=-1)[..., 0]
+  return chosen - jax.nn.logsumexp(logits, axis=-1)
+
+
+def _noise_prior_log_odds(obj: Settings) -> float:
+  """log(k / (n - k)), Electric's odds of noise before the token is read: k of n
+  tokens are noise samples, k / n taken as mask_prob, as in the released code."""
+  return math.log(obj.mask_prob / (1 - obj.mask_prob))
 
 
 def sample_and_corrupt(
-  rng: Array, batch: Batch, masked: MaskedBatch, gen_logits: Array | None, obj: Settings
+  rng: Array,
+  batch: Batch,
+  masked: MaskedBatch,
+  gen_logits: Array | None,
+  obj: Settings,
+  original_log_probs: Array | None = None,
 ) -> Corruption:
-  """Samples into the masked positions (generator or uniform), or keeps [MASK] for 'mlm'."""
+  """Samples into the masked positions (generator or uniform), or keeps [MASK] for 'mlm'.
+
+  'electric' also gives `original_log_probs` [B, L], the noise distribution's
+  log-probability of each original token (_generator_logits).
+  """
   if obj.name == 'mlm':
     return Corruption(masked, None, None, masked.input_ids, jnp.zeros_like(masked.input_ids, bool))
   logits = gen_logits
@@ -456,7 +503,18 @@ def sample_and_corrupt(
     rng, logits, obj.temperature, masked.labels if obj.disallow_correct else None
   )
   corrupted, is_replaced = corrupt(batch['input_ids'], masked, sampled)
-  return Corruption(masked, gen_logits, sampled, corrupted, is_replaced)
+  noise_log_odds = None
+  if obj.name == 'electric':
+    # The sampled tokens' log-probabilities where they were written, the originals'
+    # elsewhere: the noise's log q of every token the discriminator reads.
+    log_q = _scatter(
+      original_log_probs,
+      masked.positions,
+      masked.weights,
+      _noise_log_probs(gen_logits, sampled, obj.temperature),
+    )
+    noise_log_odds = log_q + _noise_prior_log_odds(obj)
+  return Corruption(masked, gen_logits, sampled, corrupted, is_replaced, noise_log_odds)
 
 
 # One function per objective: the full-size network's pass over the corruption c and its
@@ -496,6 +554,23 @@ def _replaced_token_detection(counted):
 
 # The paper's objective: every token counts.
 _electra = _replaced_token_detection(lambda batch, c: batch['attention_mask'] > 0)
+
+
+def _electric(params, batch, c, rng, model, deterministic):
+  """Electric (Clark et al. 2020b, "Pre-Training Transformers as Energy-Based Cloze
+  Models", Section 3.2): noise-contrastive estimation of an energy-based cloze model.
+  The discriminator's output is each token's energy E(x)_t; a token is noise with
+  probability k q / (k q + (n - k) exp(-E)), whose logit is E plus the noise's
+  log-odds log(k q / (n - k)), k / (n - k) taken as mask_prob / (1 - mask_prob) as in
+  the released code. Every token counts."""
+  energies = _read_corrupted(
+    params, model, model.discriminator_logits, rng, batch, c, deterministic
+  )
+  logits = energies + c.noise_log_odds
+  loss, metrics = discriminator_loss(logits, c.is_replaced, batch['attention_mask'] > 0)
+  return loss, metrics, logits
+
+
 # Table 5's 'ELECTRA 15%': only the masked positions count.
 _electra_15 = _replaced_token_detection(
   lambda batch, c: masked_position_weights(c.masked, c.corrupted.shape[1])
@@ -544,11 +619,24 @@ def _all_tokens_mlm(params, batch, c, rng, model, deterministic):
 
 _MAIN_PASSES = {
   'electra': _electra,
+  'electric': _electric,
   'electra_15': _electra_15,
   'mlm': _mlm,
   'replace_mlm': _replace_mlm,
   'all_tokens_mlm': _all_tokens_mlm,
 }
+
+
+def electric_logits(
+  params: Any, batch: Batch, *, model: ElectraPretrainingModel, obj: Settings
+) -> Array:
+  """Electric's replaced-token logits [B, L] for text as it stands, uncorrupted: each
+  token's energy plus its noise log-odds under the cloze model (_electric)."""
+  args = (batch['input_ids'], batch['token_type_ids'], batch['attention_mask'], True)
+  cloze = model.apply({'params': params}, *args, method=model.cloze_logits)
+  energies = model.apply({'params': params}, *args, method=model.discriminator_logits)
+  log_q = _noise_log_probs(cloze, batch['input_ids'], obj.temperature)
+  return energies + log_q + _noise_prior_log_odds(obj)
 
 
 def _generator_metrics(c: Corruption, gen_metrics: Metrics) -> Metrics:
@@ -569,12 +657,12 @@ def pretraining_outputs(
   """Masks, generates, samples and corrupts, then runs the full-size network."""
   mask_rng, gen_rng, sample_rng, main_rng = jax.random.split(rng, 4)
   masked = _mask(mask_rng, batch, obj)
-  gen_logits = (
-    _generator_logits(params, batch, masked, gen_rng, model, deterministic)
-    if obj.generator_network
-    else None
-  )
-  c = sample_and_corrupt(sample_rng, batch, masked, gen_logits, obj)
+  gen_logits, original_log_probs = None, None
+  if obj.generator_network:
+    gen_logits, original_log_probs = _generator_logits(
+      params, batch, masked, gen_rng, model, obj, deterministic
+    )
+  c = sample_and_corrupt(sample_rng, batch, masked, gen_logits, obj, original_log_probs)
   _, _, main_logits = _MAIN_PASSES[obj.name](params, batch, c, main_rng, model, deterministic)
   return PretrainingOutputs(c, main_logits)
 
@@ -594,10 +682,13 @@ def pretraining_losses(
   mask_rng, gen_rng, sample_rng, main_rng = jax.random.split(rng, 4)
   masked = _mask(mask_rng, batch, obj)
   gen_loss, gen_metrics, gen_logits = jnp.zeros((), jnp.float32), {}, None
+  original_log_probs = None
   if obj.generator_network:
-    gen_logits = _generator_logits(params, batch, masked, gen_rng, model, deterministic)
+    gen_logits, original_log_probs = _generator_logits(
+      params, batch, masked, gen_rng, model, obj, deterministic
+    )
     gen_loss, gen_metrics = mlm_loss(gen_logits, masked)
-  c = sample_and_corrupt(sample_rng, batch, masked, gen_logits, obj)
+  c = sample_and_corrupt(sample_rng, batch, masked, gen_logits, obj, original_log_probs)
   main_loss, main_metrics, _ = _MAIN_PASSES[obj.name](
     params, batch, c, main_rng, model, deterministic
   )
@@ -630,21 +721,26 @@ def pretraining_gradients(
   mask_rng, gen_rng, sample_rng, main_rng = jax.random.split(rng, 4)
   masked = _mask(mask_rng, batch, obj)
   gen_loss, gen_metrics, gen_logits, gen_grads = jnp.zeros((), jnp.float32), {}, None, {}
+  original_log_probs = None
   if obj.generator_network:
     generator_side = {k: v for k, v in params.items() if _generator_side(k, model)}
 
     def weighted_mlm_loss(trained):
-      logits = _generator_logits({**params, **trained}, batch, masked, gen_rng, model, False)
+      logits, original_log_probs = _generator_logits(
+        {**params, **trained}, batch, masked, gen_rng, model, obj, False
+      )
       loss, metrics = mlm_loss(logits, masked)
-      return obj.gen_weight * loss, (logits, loss, metrics)
+      return obj.gen_weight * loss, (logits, original_log_probs, loss, metrics)
 
-    (_, (gen_logits, gen_loss, gen_metrics)), gen_grads = jax.value_and_grad(
+    (_, (gen_logits, original_log_probs, gen_loss, gen_metrics)), gen_grads = jax.value_and_grad(
       weighted_mlm_loss, has_aux=True
     )(generator_side)
-  c = sample_and_corrupt(sample_rng, batch, masked, gen_logits, obj)
+  c = sample_and_corrupt(sample_rng, batch, masked, gen_logits, obj, original_log_probs)
   if obj.generator_network:
-    gen_grads, corrupted = jax.lax.optimization_barrier((gen_grads, c.corrupted))
-    c = c.replace(corrupted=corrupted)
+    gen_grads, corrupted, noise_log_odds = jax.lax.optimization_barrier(
+      (gen_grads, c.corrupted, c.noise_log_odds)
+    )
+    c = c.replace(corrupted=corrupted, noise_log_odds=noise_log_odds)
 
   def weighted_main_loss(trained):
     loss, metrics, _ = _MAIN_PASSES[obj.name](trained, batch, c, main_rng, model, False)

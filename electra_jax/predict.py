@@ -83,6 +83,14 @@ def describe(
       return _describe_masked_lm(tokenizer, original, shown, out)
     is_replaced = np.asarray(out.corruption.is_replaced)[0]
     logits = np.asarray(out.main_logits)[0]
+  elif source.objective == 'electric':
+    shown, is_replaced = original, np.zeros_like(original, bool)
+    obj = objectives.Settings.from_config(source.config, tokenizer.special_ids, tokenizer)
+    logits = np.asarray(
+      objectives.electric_logits(
+        source.params, jax.tree.map(jnp.asarray, batch), model=model, obj=obj
+      )
+    )[0]
   else:
     shown, is_replaced = original, np.zeros_like(original, bool)
     logits = np.asarray(

@@ -51,12 +51,14 @@ class Pretrained:
   def pretraining_model(self) -> ElectraPretrainingModel:
     """The pretraining networks over `params`: those its objective trained."""
     has_generator = 'generator_head' in self.params
+    cloze = 'generator_ltr' in self.params
     return ElectraPretrainingModel(
       self.generator_cfg if has_generator else None,
       self.discriminator_cfg,
       self.embedding_sharing,
       main_head=objectives.main_head(self.objective),
-      tie_generator=has_generator and 'generator' not in self.params,
+      tie_generator=has_generator and not cloze and 'generator' not in self.params,
+      cloze_generator=cloze,
     )
 
   def discriminator_params(self) -> dict[str, Any]:

@@ -64,6 +64,7 @@ def build_model(config: ml_collections.ConfigDict) -> ElectraPretrainingModel:
     embedding_sharing=config.model.embedding_sharing,
     main_head=objectives.main_head(config.objective.name),
     tie_generator=tied,
+    cloze_generator=config.objective.name == 'electric',
   )
 
 

@@ -29,6 +29,7 @@ def _step_flops(config) -> float:
     dict(objective='mlm'),
     dict(objective='replace_mlm'),
     dict(objective='all_tokens_mlm'),
+    dict(objective='electric'),
   ],
 )
 def test_formula_matches_xla_cost_analysis(overrides):

@@ -69,6 +69,7 @@ _VARIANTS = {
   'mlm': dict(objective='mlm'),
   'replace_mlm': dict(objective='replace_mlm'),
   'all_tokens_mlm': dict(objective='all_tokens_mlm'),
+  'electric': dict(objective='electric'),
   'gdes': dict(embedding_sharing='gdes'),
   # The generator's gradients also reach the full-size encoder it shares.
   'tied_generator': dict(tie_generator_to_discriminator=True, generator_hidden_fraction=1.0),
@@ -116,6 +117,8 @@ def test_each_objective_trains_the_networks_it_names():
     'mlm_head',
   }
   assert names['all_tokens_mlm'] == names['replace_mlm'] | {'copy_head'}
+  # Electric: a two-tower cloze generator beside the discriminator.
+  assert names['electric'] == rtd - {'generator'} | {'generator_ltr', 'generator_rtl'}
   # The released code's switches.
   _, params, _, _ = _setup(_config(uniform_generator=True))
   assert set(params) == {'embeddings', 'discriminator', 'discriminator_head'}
@@ -175,6 +178,71 @@ def test_what_the_full_size_network_reads(objective):
   np.testing.assert_array_equal(np.asarray(c.corrupted)[untouched], original[untouched])
   # Its logits predict the originals at the masked positions.
   assert out.main_logits.shape == (4, positions.shape[1], 2000)
+
+
+def test_electric_reads_a_cloze_model_and_the_noise_odds_of_every_token():
+  config = _config('electric', temperature=2.0)
+  model, params, obj, batch = _setup(config)
+  args = (batch['token_type_ids'], batch['attention_mask'], True)
+  cloze = jax.jit(lambda p, ids: model.apply({'params': p}, ids, *args, method=model.cloze_logits))
+  energies = jax.jit(
+    lambda p, ids: model.apply({'params': p}, ids, *args, method=model.discriminator_logits)
+  )
+  # Position t's distribution never reads token t, and reads the tokens around it.
+  before = np.asarray(cloze(params, batch['input_ids']))
+  after = np.asarray(cloze(params, batch['input_ids'].at[0, 10].set(7)))
+  np.testing.assert_array_equal(after[0, 10], before[0, 10])
+  assert np.abs(after[0, 9] - before[0, 9]).max() > 1e-4
+  assert np.abs(after[0, 11] - before[0, 11]).max() > 1e-4
+  np.testing.assert_array_equal(after[1:], before[1:])
+
+  out = objectives.pretraining_outputs(
+    params, batch, jax.random.key(6), model=model, obj=obj, deterministic=True
+  )
+  c = out.corruption
+  assert np.asarray(c.is_replaced).sum() > 0
+  # The noise log-odds: the tempered cloze distribution, read from the original text,
+  # at the token each position now holds, plus log(0.15 / 0.85).
+  tempered = before.astype(np.float64) / 2.0
+  log_q = tempered - np.log(np.exp(tempered).sum(-1, keepdims=True))
+  rows, cols = np.indices(c.corrupted.shape)
+  expected = log_q[rows, cols, np.asarray(c.corrupted)] + np.log(0.15 / 0.85)
+  np.testing.assert_allclose(c.noise_log_odds, expected, rtol=1e-5, atol=1e-5)
+  # A token's logit of being noise: its energy plus those odds.
+  np.testing.assert_allclose(
+    out.main_logits, energies(params, c.corrupted) + c.noise_log_odds, rtol=1e-5, atol=1e-5
+  )
+  # Text as it stands: the same sum over the original tokens.
+  unchanged = log_q[rows, cols, np.asarray(batch['input_ids'])] + np.log(0.15 / 0.85)
+  np.testing.assert_allclose(
+    objectives.electric_logits(params, batch, model=model, obj=obj),
+    energies(params, batch['input_ids']) + unchanged,
+    rtol=1e-5,
+    atol=1e-5,
+  )
+
+  # The noise is given: the discriminator's loss trains no part of the generator.
+  grads = jax.grad(
+    lambda p: objectives.pretraining_losses(
+      p, batch, jax.random.key(6), model=model, obj=obj, deterministic=True
+    )[1]
+  )(params)
+  for name in ('generator_ltr', 'generator_rtl', 'generator_head'):
+    assert all(np.all(np.asarray(g) == 0) for g in jax.tree.leaves(grads[name])), name
+  assert any(np.any(np.asarray(g) != 0) for g in jax.tree.leaves(grads['discriminator']))
+
+
+@pytest.mark.parametrize(
+  'setting, key',
+  [
+    (dict(uniform_generator=True), 'objective.uniform_generator'),
+    (dict(disallow_correct=True), 'objective.disallow_correct'),
+    (dict(attention_impl='cudnn'), 'model.attention_impl'),
+  ],
+)
+def test_electric_refuses_what_its_noise_distribution_cannot_follow(setting, key):
+  with pytest.raises(config_lib.ConfigError, match=key.replace('.', r'\.')):
+    _config('electric', **setting)
 
 
 def test_all_tokens_mlm_copies_with_probability_d():

@@ -3,14 +3,12 @@ and a workdir of one objective is refused as another."""
 
 import random
 import signal
-import subprocess
-import sys
 import time
 
 import numpy as np
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import run_module
 from tests.test_checkpointing import (
   _args,
   _last_per_step,
@@ -40,6 +38,7 @@ _STEPS = (
       'replace_mlm', ('--config.model.embedding_sharing=gdes',), marks=pytest.mark.heavy
     ),
     pytest.param('all_tokens_mlm', (), marks=pytest.mark.heavy),
+    pytest.param('electric', ('--config.objective.temperature=2.0',), marks=pytest.mark.heavy),
   ],
 )
 def test_objective_trains_resumes_exactly_and_exports(tmp_path, prepared_tiny, objective, extra):
@@ -63,21 +62,25 @@ def test_objective_trains_resumes_exactly_and_exports(tmp_path, prepared_tiny, o
   for x, y in zip(_params(tmp_path / 'a', 10), _params(tmp_path / 'b', 10), strict=True):
     np.testing.assert_array_equal(x, y)
 
-  exported = subprocess.run(
-    [
-      sys.executable,
-      '-m',
-      'electra_jax.export',
-      f'--workdir={tmp_path / "a"}',
-      f'--output={tmp_path / "hf"}',
-    ],
-    cwd=REPO,
-    capture_output=True,
-    text=True,
-    timeout=300,
+  exported = run_module(
+    'electra_jax.export', f'--workdir={tmp_path / "a"}', f'--output={tmp_path / "hf"}'
   )
   assert exported.returncode == 0, exported.stderr[-3000:]
   assert (tmp_path / 'hf' / 'model.safetensors').exists()
+
+  if objective == 'electric':
+    # Its token scores need the cloze model's noise odds, with and without corruption.
+    for corrupt in ('--nocorrupt', '--corrupt'):
+      shown = run_module('electra_jax.predict', f'--workdir={tmp_path / "a"}', corrupt, 'A day.')
+      assert shown.returncode == 0 and 'p(replaced)' in shown.stdout, shown.stderr[-3000:]
+    # No HF class holds the two towers.
+    refused = run_module(
+      'electra_jax.export',
+      f'--workdir={tmp_path / "a"}',
+      f'--output={tmp_path / "hf2"}',
+      '--generator',
+    )
+    assert refused.returncode == 2 and 'two-tower cloze generator' in refused.stderr
 
   if objective == 'mlm':
     # Resuming as another objective, or starting from it, is refused, naming both.
