@@ -20,6 +20,7 @@ import time
 
 import pytest
 
+from electra_jax.finetune import train as finetune_train
 from electra_jax.metric_writer import read_scalars
 from tests.conftest import REPO, data_dir, require, run_module
 
@@ -205,6 +206,17 @@ def test_a_killed_or_preempted_seed_resumes_to_the_same_result(pretrained_workdi
     tmp_path / 'straight' / 'seed_1' / 'SST-2.tsv'
   ).read_text()
   assert not (out / 'seed_1' / 'checkpoints').exists()
+
+
+def test_seed_results_ignore_settings_that_do_not_change_them(tmp_path):
+  # A seed file from before num_seeds and log_every_steps stopped counting still
+  # holds them: it is reused; a changed learning rate is not.
+  key = {'data': {'train': 't.tsv'}, 'init': 'w', 'pretraining_step': 5, 'config': {'lr': 1e-3}}
+  saved = {**key, 'config': {'lr': 1e-3, 'num_seeds': 3, 'log_every_steps': 50}, 'result': 1}
+  (tmp_path / 'seed_0').mkdir()
+  (tmp_path / 'seed_0' / 'result.json').write_text(json.dumps(saved))
+  assert finetune_train._finished_seed(str(tmp_path), 0, key) == 1
+  assert finetune_train._finished_seed(str(tmp_path), 0, {**key, 'config': {'lr': 2e-3}}) is None
 
 
 def test_sst2_as_the_users_own_files_trains_exactly_as_glues_task(pretrained_workdir, tmp_path):

@@ -438,14 +438,11 @@ def finetune(
 
   # What makes a seed's result, or its checkpoint, reusable by a rerun: the same
   # model and settings, but for those that do not change a seed's result.
-  settings = json.loads(config.to_json_best_effort())
-  for key in _RESULT_NEUTRAL_KEYS:
-    settings.pop(key, None)
   run_key = {
     'data': files.paths,
     'init': init,
     'pretraining_step': source.step,
-    'config': settings,
+    'config': _result_settings(json.loads(config.to_json_best_effort())),
   }
   per_seed = {}
   saves = resume.Saves(config)
@@ -500,6 +497,11 @@ def finetune(
 _RESULT_NEUTRAL_KEYS = ('num_seeds', 'log_every_steps', 'checkpoint')
 
 
+def _result_settings(config: dict[str, Any]) -> dict[str, Any]:
+  """The config as a seed's result depends on it (a JSON dict)."""
+  return {k: v for k, v in config.items() if k not in _RESULT_NEUTRAL_KEYS}
+
+
 def _seed_file(workdir: str, seed: int) -> str:
   return os.path.join(workdir, f'seed_{seed}', 'result.json')
 
@@ -516,6 +518,8 @@ def _finished_seed(workdir: str, seed: int, run_key: dict[str, Any]) -> dict[str
   if not epath.Path(path).exists():
     return None
   saved = storage.read_json(path)
+  # Files written before a key counted as neutral still hold it.
+  saved['config'] = _result_settings(saved.get('config') or {})
   if {k: saved.get(k) for k in run_key} != json.loads(json.dumps(run_key, default=float)):
     logging.info('seed %d: %s comes from other settings; training it again', seed, path)
     return None
