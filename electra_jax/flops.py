@@ -4,8 +4,9 @@ Counts matmul FLOPs (2 per multiply-add) of the forward pass and multiplies by
 3 for forward + backward. Attention is bidirectional, so QK^T and PV count in
 full. Each objective counts the networks it runs and its heads at the
 positions it computes them: the generator's output layer at the masked
-positions only, but for Electric's cloze model at every token. Embedding lookups, LayerNorm, softmax and the optimizer are not
-counted, as is usual for MFU.
+positions only, but for Electric's cloze model at every token. Embedding
+lookups, LayerNorm, softmax and the optimizer are not counted, as is usual for
+MFU.
 """
 
 import time

@@ -83,18 +83,15 @@ def describe(
       return _describe_masked_lm(tokenizer, original, shown, out)
     is_replaced = np.asarray(out.corruption.is_replaced)[0]
     logits = np.asarray(out.main_logits)[0]
-  elif source.objective == 'electric':
-    shown, is_replaced = original, np.zeros_like(original, bool)
-    obj = objectives.Settings.from_config(source.config, tokenizer.special_ids, tokenizer)
-    logits = np.asarray(
-      objectives.electric_logits(
-        source.params, jax.tree.map(jnp.asarray, batch), model=model, obj=obj
-      )
-    )[0]
   else:
     shown, is_replaced = original, np.zeros_like(original, bool)
-    logits = np.asarray(
-      model.apply(
+    if source.objective == 'electric':
+      obj = objectives.Settings.from_config(source.config, tokenizer.special_ids, tokenizer)
+      logits = objectives.electric_logits(
+        source.params, jax.tree.map(jnp.asarray, batch), model=model, obj=obj
+      )
+    else:
+      logits = model.apply(
         variables,
         batch['input_ids'],
         batch['token_type_ids'],
@@ -102,7 +99,7 @@ def describe(
         True,
         method=model.discriminator_logits,
       )
-    )[0]
+    logits = np.asarray(logits)[0]
   probs = 1 / (1 + np.exp(-logits))
   names, originals = tokenizer.tokens(shown), tokenizer.tokens(original)
   width = max(len(t) for t in names) + 2

@@ -74,7 +74,10 @@ class SeedCheckpoint:
     self._dir = seed_dir
     self._settings = json.loads(json.dumps(settings, default=float))
     self._saves = saves
-    self._manager = checkpointing.create_newest_only_manager(seed_dir)
+    self._open()
+
+  def _open(self) -> None:
+    self._manager = checkpointing.create_newest_only_manager(self._dir)
     self._saver = checkpointing.AsyncSaver(self._manager, _MAX_FAILED_SAVES)
 
   def restore(self, state: Any) -> tuple[int, Any, list[Any]] | None:
@@ -91,8 +94,7 @@ class SeedCheckpoint:
     except _OtherSettings as e:
       logging.info('%s comes from other settings; training the seed from the start', e)
       self.remove()
-      self._manager = checkpointing.create_newest_only_manager(self._dir)
-      self._saver = checkpointing.AsyncSaver(self._manager, _MAX_FAILED_SAVES)
+      self._open()
       return None
     if restored is None:
       return None

@@ -322,7 +322,7 @@ def run_seed(
     params, opt_state = state['params'], state['opt_state']
     logging.info('seed %d: resumed at step %d of %d', seed, step, programs.num_steps)
   n, batch_size = len(data.train['input_ids']), config.batch_size
-  out_dir = os.path.join(workdir, f'seed_{seed}')
+  out_dir = _seed_dir(workdir, seed)
   writer = metric_writer.MetricWriter(out_dir)
 
   def outputs(feats: Features) -> Any:
@@ -451,7 +451,7 @@ def finetune(
       programs = _programs(config, task, source, mesh, n)
       for seed in range(config.seed, config.seed + config.num_seeds):
         per_seed[seed] = _finished_seed(workdir, seed, run_key)
-        seed_dir = os.path.join(workdir, f'seed_{seed}')
+        seed_dir = _seed_dir(workdir, seed)
         if per_seed[seed] is None:
           checkpoint = resume.SeedCheckpoint(seed_dir, run_key, saves)
           try:
@@ -502,8 +502,12 @@ def _result_settings(config: dict[str, Any]) -> dict[str, Any]:
   return {k: v for k, v in config.items() if k not in _RESULT_NEUTRAL_KEYS}
 
 
+def _seed_dir(workdir: str, seed: int) -> str:
+  return os.path.join(workdir, f'seed_{seed}')
+
+
 def _seed_file(workdir: str, seed: int) -> str:
-  return os.path.join(workdir, f'seed_{seed}', 'result.json')
+  return os.path.join(_seed_dir(workdir, seed), 'result.json')
 
 
 def _write_json(path: str, value: Any) -> None:
