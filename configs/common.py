@@ -231,7 +231,7 @@ def get_config() -> ml_collections.ConfigDict:
   # to a saved checkpoint, which waits for every dispatched step: at most
   # max_steps_ahead + 1 step times, plus the save.
   config.max_steps_ahead = 2
-  # A short progress line (step, steps/s, tokens/s, loss, time left) at least this
+  # A short progress line (step / total, steps/s, tokens/s, time left) at least this
   # often, whatever log_every_steps is; 0 turns it off.
   config.progress_every_seconds = 30.0
   # Compiled programs are kept here and reused by later runs with the same

@@ -113,6 +113,9 @@ def get_config(size: str = 'small') -> ml_collections.ConfigDict:
   config.seed = 0
   config.num_seeds = 3
   config.log_every_steps = 50
+  # At a log step at least this long after the last such line: the seed's step /
+  # total, steps/s, examples/s and the time left; 0 turns it off.
+  config.progress_every_seconds = 30.0
   # A seed in training saves its state in OUT/seed_N/checkpoints this often
   # (0: never), and when SIGTERM arrives; a rerun of the same command goes on from
   # the newest save, bit for bit. Deleted once the seed's result is written.

@@ -71,32 +71,59 @@ def duration(seconds: float) -> str:
 
 
 class Progress:
-  """A short line at least every config.progress_every_seconds, whatever
-  log_every_steps is: step / total, steps/s, tokens/s and the time left (the
-  rates are averages since the loop started)."""
+  """A short line at most every `every_seconds` (0: never): LABEL step / total, steps/s,
+  UNITs/s (`per_step` of them a step) and the time left, counting `later_steps` more
+  after `total` (fine-tuning's later seeds). The rates are averages from the first
+  update on, which leaves out what came before it (compilation, a restore)."""
 
-  def __init__(self, first_step: int, config: ml_collections.ConfigDict):
-    self._every = config.progress_every_seconds
-    self._total = config.num_train_steps
-    self._tokens = config.batch_size * config.max_seq_length
-    self._first, self._start = first_step, time.monotonic()
-    self._last = self._start
+  def __init__(
+    self,
+    total: int,
+    *,
+    every_seconds: float,
+    per_step: int,
+    unit: str,
+    label: str = '',
+    later_steps: int = 0,
+  ):
+    self._total, self._every = total, every_seconds
+    self._per_step, self._unit, self._label, self._later = per_step, unit, label, later_steps
+    self._first: tuple[int, float] | None = None  # (step, time) of the first update.
+    self._last = 0.0
+
+  @classmethod
+  def for_pretraining(cls, config: ml_collections.ConfigDict) -> 'Progress':
+    return cls(
+      config.num_train_steps,
+      every_seconds=config.progress_every_seconds,
+      per_step=config.batch_size * config.max_seq_length,
+      unit='tokens',
+    )
 
   def update(self, finished: int) -> None:
     """Steps up to `finished` (1-based) have finished on the device."""
     now = time.monotonic()
+    if self._first is None:
+      self._first, self._last = (finished, now), now
+      return
     if not self._every or now - self._last < self._every or jax.process_index() != 0:
       return
     self._last = now
-    rate = (finished - self._first) / (now - self._start)
-    left = f'  {duration((self._total - finished) / rate)} left' if rate > 0 else ''
+    rate = (finished - self._first[0]) / (now - self._first[1])
+    left = ''
+    if rate > 0:
+      left = f'  {duration((self._total - finished) / rate)} left'
+      if self._later:
+        left += f' ({duration((self._total - finished + self._later) / rate)} in all)'
     logging.info(
-      'step %s/%s (%.0f%%)  %.3g steps/s  %s tokens/s%s',
+      '%sstep %s/%s (%.0f%%)  %.3g steps/s  %s %s/s%s',
+      f'{self._label}: ' if self._label else '',
       f'{finished:,}',
       f'{self._total:,}',
       100 * finished / self._total,
       rate,
-      f'{rate * self._tokens:,.0f}',
+      f'{rate * self._per_step:,.0f}',
+      self._unit,
       left,
     )
 

@@ -509,7 +509,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> Train
     writer = metric_writer.MetricWriter(workdir)
     first_step = int(state.step)
     log = loop.MetricsLog(writer, loop.ThroughputMeter(first_step, config, peak), config)
-    progress = loop.Progress(first_step, config)
+    progress = loop.Progress.for_pretraining(config)
     preemption = loop.Preemption()
     preempted, loop_start = False, time.monotonic()
     in_flight: collections.deque[jax.Array] = collections.deque()  # Dispatched steps' losses.

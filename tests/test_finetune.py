@@ -104,9 +104,17 @@ def test_finetuned_tiny_model_beats_chance_on_sst2(pretrained_workdir, tmp_path)
     '--config.learning_rate=1e-3',
     '--config.layerwise_lr_decay=1.0',
     '--config.num_seeds=1',
+    '--config.progress_every_seconds=0.001',
   )
   result = _finetune(*args)
   assert result.returncode == 0, result.stderr[-3000:]
+  # A progress line at each log step after the first, which sets the clock: 250 steps.
+  progress = re.findall(
+    r'\] seed 0: step (\d+)/250 \(\d+%\)  \S+ steps/s  \S+ examples/s  \S+ left$',
+    result.stderr,
+    re.M,
+  )
+  assert progress == ['100', '150', '200', '250'], result.stderr[-3000:]
   last = result.stdout.strip().splitlines()[-1]
   print(result.stdout)
   assert last.startswith('sst-2 dev, median of 1 seeds: dev accuracy=')
@@ -161,8 +169,14 @@ def test_a_killed_or_preempted_seed_resumes_to_the_same_result(pretrained_workdi
     '--config.num_seeds=2',
     '--config.log_every_steps=10',
   )
-  straight = _finetune(*args, f'--workdir={tmp_path / "straight"}')
+  straight = _finetune(
+    *args, f'--workdir={tmp_path / "straight"}', '--config.progress_every_seconds=0.001'
+  )
   assert straight.returncode == 0, straight.stderr[-3000:]
+  # Seed 0's time left counts seed 1's steps too.
+  left = re.findall(r'\] seed (\d): step \d+/62 .* left( \(\S+ in all\))?$', straight.stderr, re.M)
+  assert {seed for seed, _ in left} == {'0', '1'}, straight.stderr[-3000:]
+  assert all(bool(in_all) == (seed == '0') for seed, in_all in left), left
   out, log = tmp_path / 'interrupted', tmp_path / 'log'
 
   def start(*extra: str) -> subprocess.Popen:

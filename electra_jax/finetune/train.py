@@ -25,7 +25,16 @@ import numpy as np
 import optax
 
 from configs import finetune as finetune_configs
-from electra_jax import config_lib, errors, metric_writer, optim, pretrained, sharding, storage
+from electra_jax import (
+  config_lib,
+  errors,
+  loop,
+  metric_writer,
+  optim,
+  pretrained,
+  sharding,
+  storage,
+)
 from electra_jax.finetune import features, resume, tasks
 
 Features = features.Features
@@ -307,10 +316,11 @@ def run_seed(
   seed: int,
   workdir: str,
   checkpoint: resume.SeedCheckpoint,
+  progress: loop.Progress,
 ) -> dict[str, Any]:
   """Trains from `source` with `seed`, or goes on from `checkpoint`; returns dev
   metrics per split (and per epoch), and writes the test predictions files (the
-  task's write_predictions)."""
+  task's write_predictions). `progress` hears of each log step."""
   params = _init_params(config, programs, source, seed)
   opt_state = jax.jit(programs.tx.init)(params)
   if programs.train is None:
@@ -375,6 +385,7 @@ def run_seed(
             },
             prefix='finetune',
           )
+          progress.update(step)
           losses, start = [], time.perf_counter()
         checkpoint.step_done(
           step, programs.num_steps, {'params': params, 'opt_state': opt_state}, history
@@ -449,18 +460,30 @@ def finetune(
   try:
     with jax.set_mesh(mesh):
       programs = _programs(config, task, source, mesh, n)
-      for seed in range(config.seed, config.seed + config.num_seeds):
+      seeds = range(config.seed, config.seed + config.num_seeds)
+      for seed in seeds:
         per_seed[seed] = _finished_seed(workdir, seed, run_key)
+        if per_seed[seed] is not None:
+          resume.remove(_seed_dir(workdir, seed))
+      to_train = [seed for seed in seeds if per_seed[seed] is None]
+      for i, seed in enumerate(to_train):
         seed_dir = _seed_dir(workdir, seed)
-        if per_seed[seed] is None:
-          checkpoint = resume.SeedCheckpoint(seed_dir, run_key, saves)
-          try:
-            per_seed[seed] = run_seed(
-              config, task, source, data, programs, seed, workdir, checkpoint
-            )
-          finally:
-            checkpoint.close()
-          _write_json(_seed_file(workdir, seed), {**run_key, 'result': per_seed[seed]})
+        checkpoint = resume.SeedCheckpoint(seed_dir, run_key, saves)
+        progress = loop.Progress(
+          programs.num_steps,
+          every_seconds=config.progress_every_seconds,
+          per_step=config.batch_size,
+          unit='examples',
+          label=f'seed {seed}',
+          later_steps=(len(to_train) - 1 - i) * programs.num_steps,
+        )
+        try:
+          per_seed[seed] = run_seed(
+            config, task, source, data, programs, seed, workdir, checkpoint, progress
+          )
+        finally:
+          checkpoint.close()
+        _write_json(_seed_file(workdir, seed), {**run_key, 'result': per_seed[seed]})
         resume.remove(seed_dir)
         logging.info('seed %d: %s', seed, per_seed[seed]['dev'])
   finally:
@@ -494,7 +517,7 @@ def finetune(
 
 # Settings that change how a run goes but not what a seed learns: a rerun that
 # changes only these reuses the finished seeds and resumes an unfinished one.
-_RESULT_NEUTRAL_KEYS = ('num_seeds', 'log_every_steps', 'checkpoint')
+_RESULT_NEUTRAL_KEYS = ('num_seeds', 'log_every_steps', 'progress_every_seconds', 'checkpoint')
 
 
 def _result_settings(config: dict[str, Any]) -> dict[str, Any]:
