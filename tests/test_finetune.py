@@ -18,8 +18,10 @@ import subprocess
 import sys
 import time
 
+import ml_collections
 import pytest
 
+from electra_jax.finetune import resume
 from electra_jax.finetune import train as finetune_train
 from electra_jax.metric_writer import read_scalars
 from tests.conftest import REPO, data_dir, require, run_module
@@ -220,6 +222,22 @@ def test_a_killed_or_preempted_seed_resumes_to_the_same_result(pretrained_workdi
     tmp_path / 'straight' / 'seed_1' / 'SST-2.tsv'
   ).read_text()
   assert not (out / 'seed_1' / 'checkpoints').exists()
+
+
+def test_a_seed_saves_its_first_timed_checkpoint_a_full_interval_after_it_starts(tmp_path):
+  # The interval passes during seed 0; seed 1 has no work to lose at its first step.
+  config = ml_collections.ConfigDict(
+    {'log_every_steps': 1, 'checkpoint': {'every_minutes': 0.5 / 60}}
+  )
+  saves = resume.Saves(config)
+  try:
+    resume.SeedCheckpoint(str(tmp_path / 'seed_0'), {}, saves).close()
+    time.sleep(0.6)
+    assert saves.due() == (True, False)
+    resume.SeedCheckpoint(str(tmp_path / 'seed_1'), {}, saves).close()
+    assert saves.due() == (False, False)
+  finally:
+    saves.close()
 
 
 def test_seed_results_ignore_settings_that_do_not_change_them(tmp_path):

@@ -55,6 +55,10 @@ class Saves:
   def saved(self) -> None:
     self._timed.saved()
 
+  def seed_started(self) -> None:
+    """A new seed has no work to lose yet: the clock starts again."""
+    self._timed.saved()
+
   def close(self) -> None:
     self._preemption.close()
 
@@ -74,6 +78,7 @@ class SeedCheckpoint:
     self._dir = seed_dir
     self._settings = json.loads(json.dumps(settings, default=float))
     self._saves = saves
+    saves.seed_started()
     self._open()
 
   def _open(self) -> None:
