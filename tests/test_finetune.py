@@ -206,7 +206,7 @@ def test_a_killed_or_preempted_seed_resumes_to_the_same_result(pretrained_workdi
   # Resumed with a save every 0.12 s, then killed without warning during seed 1.
   second = start('--config.checkpoint.every_minutes=0.002')
   wait_for(second, rf'seed 0: resumed at step {stopped[1]} of 62')
-  wait_for(second, r'(?s)seed 0: \{.*Saved the checkpoint of step \d+ in \S+seed_1')
+  wait_for(second, r'(?s)seed 0: dev accuracy=.*Saved the checkpoint of step \d+ in \S+seed_1')
   second.kill()
   second.wait()
   assert not (out / 'seed_0' / 'checkpoints').exists()  # Spent once the result is written.

@@ -29,11 +29,7 @@ def main(argv: list[str]) -> None:
     _FLAGS.config.value, _FLAGS.task_files(), _FLAGS.init.value, _WORKDIR.value
   )
   print(train.results_table(results))
-  summary = '  '.join(
-    f'{split} {metric}={value:.4f}'
-    for split, values in results['median'].items()
-    for metric, value in values.items()
-  )
+  summary = train.dev_summary(results['median'])
   print(f'{results["task"]} dev, median of {len(results["seeds"])} seeds: {summary}')
 
 

@@ -485,7 +485,7 @@ def finetune(
           checkpoint.close()
         _write_json(_seed_file(workdir, seed), {**run_key, 'result': per_seed[seed]})
         resume.remove(seed_dir)
-        logging.info('seed %d: %s', seed, per_seed[seed]['dev'])
+        logging.info('seed %d: %s', seed, dev_summary(per_seed[seed]['dev']))
   finally:
     saves.close()
   median = {
@@ -552,6 +552,15 @@ def _finished_seed(workdir: str, seed: int, run_key: dict[str, Any]) -> dict[str
     return None
   logging.info('seed %d: finished by an earlier run, read from %s', seed, path)
   return saved['result']
+
+
+def dev_summary(dev: dict[str, dict[str, float]]) -> str:
+  """'dev f1=0.8791  dev accuracy=0.8284': each split's metrics, in the task's order."""
+  return '  '.join(
+    f'{split} {metric}={value:.4f}'
+    for split, values in dev.items()
+    for metric, value in values.items()
+  )
 
 
 def results_table(results: dict[str, Any]) -> str:
