@@ -1,5 +1,6 @@
 """build_vocab through the CLI on real Korean and English Wikipedia."""
 
+from electra_jax import build_vocab
 from electra_jax.data import shards, sources, tokenizers
 from tests.conftest import data_dir, require, run_module
 
@@ -39,6 +40,39 @@ def test_a_korean_vocabulary_prepares_korean_text_without_unknowns(tmp_path):
   # Text the vocabulary never saw (wiki_09): BERT's English vocabulary leaves
   # over 30% of it [UNK] (test_prepare.py).
   assert counts['unknown_tokens'] < 0.01 * counts['tokens'] and 'WARNING' not in result.stdout
+
+
+def test_the_same_corpus_gives_the_same_vocabulary(tmp_path):
+  # HF tokenizers alone numbers the ##c pieces in hash-map order: before
+  # build_vocab sorted them, each pair of builds below differed.
+  unit = sources.WorkUnit('wiki', str(data_dir() / 'korean' / 'kowiki' / 'AA' / 'wiki_00'))
+  lines = [line for doc in sources.read_documents(unit, sources.ReadOptions()) for line in doc]
+  for limit in (0, 1000):
+    built = []
+    for run in range(2):
+      output = tmp_path / f'{limit}_{run}'
+      output.mkdir()
+      path = build_vocab.build_wordpiece(
+        lines,
+        str(output),
+        vocab_size=4000,
+        lower_case=True,
+        strip_accents=True,
+        unused=2,
+        limit_alphabet=limit,
+        min_frequency=2,
+      )
+      built.append(open(path, encoding='utf-8').read().splitlines())
+    assert built[0] == built[1], limit
+    pieces = built[0]
+    assert len(pieces) == len(set(pieces)) == 4000
+    # Specials, unused slots, the characters in order, then their continuing pieces.
+    assert pieces[:7] == [*tokenizers.SPECIAL_TOKENS, '[unused0]', '[unused1]']
+    characters = [p for p in pieces[7:] if len(p) == 1]
+    assert pieces[7 : 7 + len(characters)] == sorted(characters)
+    assert pieces[7 + len(characters)].startswith('##')
+    if limit:
+      assert len(characters) == limit
 
 
 def test_an_english_vocabulary_cuts_as_transformers_does(tmp_path):
