@@ -109,6 +109,10 @@ def test_sentencepiece_and_bad_requests(tmp_path):
   assert result.returncode == 0, result.stderr[-3000:]
   tokenizer = tokenizers.SentencePieceTokenizer(str(tmp_path / 'spm.model'))
   assert tokenizer.vocab_size == 4000 and tokenizer.special_ids == tokenizers.TRAINED_SPECIAL_IDS
+  # Built again elsewhere, byte for byte the same: no temporary file names inside.
+  again = run_module(*args[:2], f'--output={tmp_path / "again"}', *args[3:])
+  assert again.returncode == 0, again.stderr[-3000:]
+  assert (tmp_path / 'again' / 'spm.model').read_bytes() == (tmp_path / 'spm.model').read_bytes()
   result = run_module(*args)  # Again, into the same folder.
   assert result.returncode == 2
   assert result.stderr.strip().splitlines()[-1] == (

@@ -225,6 +225,7 @@ def train_sentencepiece(
   if failure:
     raise RuntimeError(failure)  # sentencepiece reports a too-small corpus this way.
   os.remove(sample)
+  _forget_file_names(model_prefix + '.model')
   logging.info(
     'Trained a %d-piece %s sentencepiece model in %.0f s: %s.model',
     vocab_size,
@@ -233,6 +234,21 @@ def train_sentencepiece(
     model_prefix,
   )
   return model_prefix + '.model'
+
+
+def _forget_file_names(model_file: str) -> None:
+  """Clears the file names that sentencepiece keeps in the model's trainer spec (the
+  sample and the output prefix), so that the same sentences and options give the
+  same bytes, and the same sha256, in any folder."""
+  from sentencepiece import sentencepiece_model_pb2  # pylint: disable=g-import-not-at-top
+
+  proto = sentencepiece_model_pb2.ModelProto()
+  with open(model_file, 'rb') as f:
+    proto.ParseFromString(f.read())
+  del proto.trainer_spec.input[:]
+  proto.trainer_spec.model_prefix = ''
+  with open(model_file, 'wb') as f:
+    f.write(proto.SerializeToString())
 
 
 # --- WordPiece ------------------------------------------------------------------
