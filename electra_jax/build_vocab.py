@@ -115,10 +115,8 @@ def build_wordpiece(
     model.train([words_file], trainer=trainer)
   ids = model.get_vocab()
   pieces = sorted(ids, key=ids.get)
-  special, alphabet_end = (
-    len(tokenizers.SPECIAL_TOKENS),
-    len(tokenizers.SPECIAL_TOKENS) + len(continuing) + len(alphabet),
-  )
+  special = len(tokenizers.SPECIAL_TOKENS)
+  characters_end = special + len(continuing) + len(alphabet)
   assert tuple(pieces[:special]) == tokenizers.SPECIAL_TOKENS, pieces[:special]
   assert pieces[special : special + len(continuing)] == continuing
   # Laid out as the trainer lays out a vocabulary by itself: the special tokens, then
@@ -126,9 +124,9 @@ def build_wordpiece(
   pieces = [
     *pieces[:special],
     *(f'[unused{i}]' for i in range(unused)),
-    *pieces[special + len(continuing) : alphabet_end],
+    *pieces[special + len(continuing) : characters_end],
     *continuing,
-    *pieces[alphabet_end:],
+    *pieces[characters_end:],
   ]
   path = os.path.join(output, 'vocab.txt')
   storage.write_text(path, ''.join(f'{piece}\n' for piece in pieces))
