@@ -1,6 +1,5 @@
 """build_vocab through the CLI on real Korean and English Wikipedia."""
 
-from electra_jax import build_vocab
 from electra_jax.data import shards, sources, tokenizers
 from tests.conftest import data_dir, require, run_module
 
@@ -52,7 +51,7 @@ def test_the_same_corpus_gives_the_same_vocabulary(tmp_path):
     for run in range(2):
       output = tmp_path / f'{limit}_{run}'
       output.mkdir()
-      path = build_vocab.build_wordpiece(
+      path = tokenizers.train_wordpiece(
         lines,
         str(output),
         vocab_size=4000,

@@ -1,4 +1,4 @@
-"""Tokenizers behind one interface: sentencepiece (trained or loaded) and WordPiece.
+"""Tokenizers behind one interface: sentencepiece and WordPiece, trained or loaded.
 
 Every tokenizer maps lines of text to token ids and knows its special ids
 ([PAD], [UNK], [CLS], [SEP], [MASK]). Special-token strings in the text are
@@ -11,6 +11,7 @@ BERT's FullTokenizer (and so `transformers.BertTokenizer`) id for id.
 """
 
 import abc
+import collections
 from collections.abc import Iterable
 import dataclasses
 import functools
@@ -18,6 +19,7 @@ import hashlib
 import itertools
 import multiprocessing
 import os
+import tempfile
 import time
 from typing import Any
 import unicodedata
@@ -412,6 +414,82 @@ class WordPieceTokenizer(Tokenizer):
 
   def encode(self, texts: list[str]) -> list[list[int]]:
     return [[i for word in self._words(text) for i in self._word_ids(word)] for text in texts]
+
+
+def train_wordpiece(
+  lines: Iterable[str],
+  output: str,
+  *,
+  vocab_size: int,
+  lower_case: bool,
+  strip_accents: bool,
+  unused: int,
+  limit_alphabet: int,
+  min_frequency: int,
+) -> str:
+  """Trains WordPiece on the basic tokenizer's words of `lines`; returns vocab.txt's path.
+
+  The same corpus always gives the same vocab.txt. HF `tokenizers` alone does not
+  promise that: its trainer numbers the continuing pieces (##c) in hash-map order,
+  which differs from run to run, and breaks ties between equally frequent merges by
+  those numbers (huggingface/tokenizers#1794). So the words are first written to a
+  temporary file while their characters are counted, and the trainer is given the
+  alphabet and its continuing pieces in sorted order; merges then break ties alike.
+  """
+  import tokenizers as hf_tokenizers  # pylint: disable=g-import-not-at-top
+
+  chars: collections.Counter[str] = collections.Counter()
+  first_chars: collections.Counter[str] = collections.Counter()
+  with tempfile.TemporaryDirectory(prefix='electra_jax_wordpiece_') as tmp:
+    words_file = os.path.join(tmp, 'words.txt')
+    with open(words_file, 'w', encoding='utf-8') as f:
+      for line in lines:
+        words = basic_words(line, lower_case=lower_case, strip_accents=strip_accents)
+        chars.update(''.join(words))
+        first_chars.update(word[0] for word in words)
+        f.write(' '.join(words) + '\n')
+    # The most frequent characters, ties broken by the character; all with no limit.
+    alphabet = sorted(chars, key=lambda c: (-chars[c], c))[: limit_alphabet or None]
+    continuing = sorted(f'##{c}' for c in alphabet if chars[c] > first_chars[c])
+    model = hf_tokenizers.Tokenizer(hf_tokenizers.models.WordPiece(unk_token='[UNK]'))
+    # The words are ours already: the trainer only splits them at spaces.
+    model.pre_tokenizer = hf_tokenizers.pre_tokenizers.WhitespaceSplit()
+    trainer = hf_tokenizers.trainers.WordPieceTrainer(
+      vocab_size=vocab_size - unused,
+      min_frequency=min_frequency,
+      # Given as special tokens, the continuing pieces get their numbers up front.
+      special_tokens=[*SPECIAL_TOKENS, *continuing],
+      # The initial alphabet is always kept, and the limit drops every other character.
+      initial_alphabet=alphabet,
+      limit_alphabet=len(alphabet),
+      continuing_subword_prefix='##',
+      show_progress=False,
+    )
+    model.train([words_file], trainer=trainer)
+  ids = model.get_vocab()
+  pieces = sorted(ids, key=ids.get)
+  special = len(SPECIAL_TOKENS)
+  characters_end = special + len(continuing) + len(alphabet)
+  assert tuple(pieces[:special]) == SPECIAL_TOKENS, pieces[:special]
+  assert pieces[special : special + len(continuing)] == continuing
+  # Laid out as the trainer lays out a vocabulary by itself: the special tokens, then
+  # the characters, their continuing pieces, and the merges in the order they were made.
+  pieces = [
+    *pieces[:special],
+    *(f'[unused{i}]' for i in range(unused)),
+    *pieces[special + len(continuing) : characters_end],
+    *continuing,
+    *pieces[characters_end:],
+  ]
+  path = os.path.join(output, 'vocab.txt')
+  storage.write_text(path, ''.join(f'{piece}\n' for piece in pieces))
+  if len(pieces) < vocab_size:
+    logging.warning(
+      'The corpus gave %d ids, not %d: it has too few distinct pieces for that size',
+      len(pieces),
+      vocab_size,
+    )
+  return path
 
 
 # --- Loading ----------------------------------------------------------------------
