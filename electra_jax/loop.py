@@ -206,6 +206,12 @@ class MetricsLog:
       self._nonfinite.check(range(step - len(fetched) + 1, step + 1), fetched)
 
 
+class Preempted(errors.UserError):
+  """SIGTERM arrived; the run was saved, and a rerun goes on from there."""
+
+  exit_status = 1
+
+
 class Preemption:
   """Notices SIGTERM, which TPU VMs and SLURM send before they preempt a job.
 

@@ -21,16 +21,10 @@ import jax
 from jax.experimental import multihost_utils
 import ml_collections
 
-from electra_jax import checkpointing, errors, loop, sharding
+from electra_jax import checkpointing, loop, sharding
 
 # A save that fails this many times in a row stops the run: its work could not be kept.
 _MAX_FAILED_SAVES = 3
-
-
-class Preempted(errors.UserError):
-  """SIGTERM arrived; the seed in training was saved, and a rerun goes on from there."""
-
-  exit_status = 1
 
 
 class Saves:
@@ -106,7 +100,7 @@ class SeedCheckpoint:
     return restored.step, restored.state, restored.data['epochs']
 
   def step_done(self, step: int, total: int, state: Any, epochs: list[Any]) -> None:
-    """Saves `state` after `step` if a save is due; raises Preempted after a SIGTERM's."""
+    """Saves `state` after `step` if a save is due; raises loop.Preempted after a SIGTERM's."""
     save, stop = self._saves.due()
     if save:
       meta = {'step': step, 'settings': self._settings}
@@ -115,7 +109,7 @@ class SeedCheckpoint:
       logging.info('Saving step %d in %s (the loop waited %.2f s)', step, self._dir, waited)
     if stop:
       self._saver.wait()
-      raise Preempted(
+      raise loop.Preempted(
         f'SIGTERM: saved this seed at step {step} of {total} in {self._manager.directory}; '
         'rerun the same command to go on from there'
       )
