@@ -454,7 +454,9 @@ def stage_quality(args) -> list[str]:
     )
     reached = _latest_step(workdir)
     if reached < steps:
-      tail = done.stderr.strip().splitlines()[-1:] if done.returncode else []
+      # 143 is a run that SIGTERM stopped after its save (electra_jax.loop.Preempted).
+      failed = done.returncode not in (0, 143)
+      tail = done.stderr.strip().splitlines()[-1:] if failed else []
       return [
         f'Pretraining went from step {start} to {reached} of {steps} in this job'
         f'{" and failed: " + tail[0] if tail else ""}; run STAGE=quality again to '

@@ -209,7 +209,10 @@ class MetricsLog:
 class Preempted(errors.UserError):
   """SIGTERM arrived; the run was saved, and a rerun goes on from there."""
 
-  exit_status = 1
+  # The shell's status for a process that SIGTERM ended: a script under `set -e`
+  # stops rather than use a half-trained checkpoint, and a requeueing one can
+  # tell a preemption (rerun) from a failure (status 1 or 2).
+  exit_status = 128 + signal.SIGTERM
 
 
 class Preemption:

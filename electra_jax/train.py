@@ -552,16 +552,17 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> Train
           )
           timed_saves.saved()
         if preempted:
-          saver.wait()
-          logging.warning(
-            'Preempted: saved the checkpoint of step %d in %s; exiting', done, manager.directory
-          )
           break
       log.write()
       saver.wait()  # The final checkpoint must be on disk before the run reports success.
       _report_end(
         state, first_step, time.monotonic() - loop_start, log.last, manager.directory, preempted
       )
+      if preempted:
+        raise loop.Preempted(
+          f'SIGTERM: saved the checkpoint of step {done} of {config.num_train_steps} in '
+          f'{manager.directory}; rerun the same command to go on from there'
+        )
     finally:
       # On an error, a save in flight still completes; the saver logs a failure.
       with contextlib.suppress(checkpointing.CheckpointError):

@@ -196,11 +196,11 @@ def test_a_killed_or_preempted_seed_resumes_to_the_same_result(pretrained_workdi
       assert process.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
       time.sleep(0.1)
 
-  # Preempted in the second epoch of seed 0: it saves, says how to go on, and exits 1.
+  # Preempted in the second epoch of seed 0: it saves, says how to go on, and exits 143.
   first = start()
   wait_for(first, r'\] \[40\] ')
   first.send_signal(signal.SIGTERM)
-  assert first.wait(timeout=120) == 1
+  assert first.wait(timeout=120) == 143
   stopped = re.search(r'error: SIGTERM: saved this seed at step (\d+) of 62', log.read_text())
   assert stopped and 40 <= int(stopped[1]) < 62, log.read_text()[-3000:]
   # Resumed with a save every 0.12 s, then killed without warning during seed 1.
