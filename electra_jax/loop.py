@@ -214,6 +214,12 @@ class Preempted(errors.UserError):
   # tell a preemption (rerun) from a failure (status 1 or 2).
   exit_status = 128 + signal.SIGTERM
 
+  def __init__(self, saved: str, step: int, total: int, directory: object):
+    super().__init__(
+      f'SIGTERM: saved {saved} {step} of {total} in {directory}; '
+      'rerun the same command to go on from there'
+    )
+
 
 class Preemption:
   """Notices SIGTERM, which TPU VMs and SLURM send before they preempt a job.

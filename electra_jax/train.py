@@ -560,8 +560,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> Train
       )
       if preempted:
         raise loop.Preempted(
-          f'SIGTERM: saved the checkpoint of step {done} of {config.num_train_steps} in '
-          f'{manager.directory}; rerun the same command to go on from there'
+          'the checkpoint of step', done, config.num_train_steps, manager.directory
         )
     finally:
       # On an error, a save in flight still completes; the saver logs a failure.

@@ -109,10 +109,7 @@ class SeedCheckpoint:
       logging.info('Saving step %d in %s (the loop waited %.2f s)', step, self._dir, waited)
     if stop:
       self._saver.wait()
-      raise loop.Preempted(
-        f'SIGTERM: saved this seed at step {step} of {total} in {self._manager.directory}; '
-        'rerun the same command to go on from there'
-      )
+      raise loop.Preempted('this seed at step', step, total, self._manager.directory)
     self._saver.report_finished()
 
   def close(self) -> None:
