@@ -119,7 +119,7 @@ def test_finetuned_tiny_model_beats_chance_on_sst2(pretrained_workdir, tmp_path)
   assert progress == ['100', '150', '200', '250'], result.stderr[-3000:]
   last = result.stdout.strip().splitlines()[-1]
   print(result.stdout)
-  assert last.startswith('sst-2 dev, median of 1 seeds: dev accuracy=')
+  assert last.startswith('sst-2 dev, 1 seed: dev accuracy=')
   accuracy = float(last.rsplit('=', 1)[1])
   # The dev set is 50.9% positive: always answering "positive" scores 0.509,
   # and chance's standard deviation over 872 sentences is 0.017. Three
@@ -281,9 +281,7 @@ def test_sst2_as_the_users_own_files_trains_exactly_as_glues_task(pretrained_wor
   dev = csv_result['seeds']['0']['dev']['dev']
   assert dev['accuracy'] == glue_result['seeds']['0']['dev']['dev']['accuracy']
   assert 0 < dev['macro_f1'] <= 1
-  assert (
-    csv_run.stdout.strip().splitlines()[-1].startswith('csv dev, median of 1 seeds: dev accuracy=')
-  )
+  assert csv_run.stdout.strip().splitlines()[-1].startswith('csv dev, 1 seed: dev accuracy=')
   # Test predictions keep the file's ids and spell labels as the file does.
   predictions = (tmp_path / 'csv' / 'seed_0' / 'predictions.tsv').read_text()
   assert predictions == (tmp_path / 'glue' / 'seed_0' / 'SST-2.tsv').read_text()
@@ -431,4 +429,4 @@ def test_squad_v2_through_the_cli(pretrained_workdir, tmp_path):
   null_odds = json.loads((tmp_path / 'out' / 'seed_0' / 'null_odds.json').read_text())
   assert sorted(predictions) == sorted(null_odds) == sorted(ids)
   assert all(isinstance(v, str) for v in predictions.values())
-  assert result.stdout.strip().splitlines()[-1].startswith('squad_v2 dev, median of 1 seeds:')
+  assert result.stdout.strip().splitlines()[-1].startswith('squad_v2 dev, 1 seed:')

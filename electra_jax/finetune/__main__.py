@@ -30,7 +30,8 @@ def main(argv: list[str]) -> None:
   )
   print(train.results_table(results))
   summary = train.dev_summary(results['median'])
-  print(f'{results["task"]} dev, median of {len(results["seeds"])} seeds: {summary}')
+  n = len(results['seeds'])
+  print(f'{results["task"]} dev, {"1 seed" if n == 1 else f"median of {n} seeds"}: {summary}')
 
 
 if __name__ == '__main__':
