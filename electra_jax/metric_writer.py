@@ -1,6 +1,7 @@
 """Scalars to the console and to TensorBoard event files, from process 0 only."""
 
 from collections.abc import Mapping, Sequence
+import itertools
 import os
 import struct
 import sys
@@ -42,6 +43,9 @@ def _figure(value: float) -> str:
   return f'{value:,.0f}' if abs(value) >= 1e4 else f'{value:.4g}'
 
 
+_WRITERS = itertools.count()
+
+
 class MetricWriter:
   """Writes `prefix/name` scalars; a no-op on processes other than 0.
 
@@ -57,7 +61,12 @@ class MetricWriter:
     self._events = None
     if jax.process_index() == 0:
       record_writer.directory_check(logdir)
-      self._events = event_file_writer.EventsWriter(os.path.join(logdir, 'events'))
+      # tensorboardX names the file by the second and the host only; two writers in
+      # one second (a restart, `evaluate` beside training) would truncate each
+      # other's file, so the name also carries the process and a count.
+      self._events = event_file_writer.EventsWriter(
+        os.path.join(logdir, 'events'), filename_suffix=f'.{os.getpid()}.{next(_WRITERS)}'
+      )
 
   def write(
     self,

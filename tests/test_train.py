@@ -174,6 +174,18 @@ def test_metrics_are_in_the_event_file_when_write_returns(tmp_path):
   writer.close()
 
 
+def test_two_writers_in_one_second_keep_both_files(tmp_path):
+  # tensorboardX names event files by the second; a run restarted (or `evaluate`
+  # run) within that second must not truncate the first writer's file.
+  first = metric_writer.MetricWriter(str(tmp_path))
+  first.write(200, {'loss': 2.0})
+  second = metric_writer.MetricWriter(str(tmp_path))
+  second.write(400, {'loss': 1.0})
+  first.close()
+  second.close()
+  assert read_scalars(tmp_path) == {'train/loss': [(200, 2.0), (400, 1.0)]}
+
+
 def test_nonfinite_streaks_are_counted_across_log_windows():
   # The loop reads non-finite flags only when a log window is read, so a streak
   # must carry over from one window to the next, and a finite step ends it.
