@@ -3,8 +3,16 @@
   python benchmarks/objective_table.py OUT BUDGET_TFLOP LR [LR ...]
 
 Reads OUT/finetune/TASK-ROW/results.json (paper protocol), OUT/select/ROW-lrLR
-(the learning-rate grid) and OUT/pretrain/ROW.lr (each row's chosen rate); rows
-not run yet are left out, so it can be printed at any point of the run.
+(the learning-rate grid), OUT/pretrain/ROW.lr (each row's chosen rate) and each
+pretraining run's TensorBoard events; rows not run yet are left out, so it can
+be printed at any point of the run.
+
+Beside the grid it prints each pretraining run's last log window: the masked
+LM's accuracy (the generator's in the ELECTRA rows) and the discriminator's
+recall and precision. A masked LM stuck near 0.19 here predicts token
+frequencies, and an ELECTRA discriminator with recall near 0 predicts the prior:
+fine-tuning scores from such a run say little about the objective
+(docs/experiments/2026-11-25_objective_ablation.md).
 """
 
 import json
@@ -12,9 +20,10 @@ import pathlib
 import statistics
 import sys
 
-out, budget, lrs = pathlib.Path(sys.argv[1]), sys.argv[2], sys.argv[3:]
+from electra_jax import metric_writer
+
 # The paper's Table 5: GLUE dev score of ELECTRA-Base-sized models at equal compute.
-paper = {
+PAPER = {
   'electra': 85.0,
   'electra_t3': None,
   'all_tokens_mlm': 84.3,
@@ -24,10 +33,18 @@ paper = {
   'electric': None,
   'random': None,
 }
-tasks = (('sst-2', 'accuracy'), ('mrpc', 'f1'))
+TASKS = (('sst-2', 'accuracy'), ('mrpc', 'f1'))
+# Pretraining's figures beside the grid: (train/ tag, column heading).
+PRETRAINING = (
+  ('mlm_accuracy', 'MLM acc'),
+  ('main_mlm_accuracy', 'main MLM acc'),
+  ('disc_recall', 'disc recall'),
+  ('disc_precision', 'disc precision'),
+)
 
 
-def seeds(row, task, metric):
+def seeds(out: pathlib.Path, row: str, task: str, metric: str) -> tuple[list[float], dict] | None:
+  """Each seed's dev `metric` for ROW on TASK, and the whole results.json."""
   path = out / 'finetune' / f'{task}-{row}' / 'results.json'
   if not path.exists():
     return None
@@ -35,78 +52,109 @@ def seeds(row, task, metric):
   return [s['dev']['dev'][metric] for s in result['seeds'].values()], result
 
 
-print(
-  f"Each row: {budget} TFLOP of pretraining; fine-tuning under the paper's protocol, "
-  '3 seeds, dev medians.'
-)
-print(
-  f'{"row":15} {"lr":6} {"steps":>6} {"SST-2 acc: seeds (median)":34} '
-  f'{"MRPC F1: seeds (median)":34} {"mean":>6} {"paper GLUE":>10}'
-)
-found = {}
-for row in paper:
-  cells, medians = [], []
-  for task, metric in tasks:
-    got = seeds(row, task, metric)
-    if got is None:
-      cells.append('not run')
+def last_window(workdir: pathlib.Path) -> dict[str, float]:
+  """The train/ scalars of a pretraining run's last logged step ({} if none)."""
+  found: dict[str, tuple[int, float]] = {}
+  for tag, values in metric_writer.read_scalars(str(workdir)).items():
+    if tag.startswith('train/'):
+      # Event files are read oldest first, and max() keeps the first of equal steps,
+      # so reversed() makes a resumed run's later write of a step win.
+      found[tag.removeprefix('train/')] = max(reversed(values), key=lambda v: v[0])
+  if not found:
+    return {}
+  last = max(step for step, _ in found.values())
+  return {name: value for name, (step, value) in found.items() if step == last}
+
+
+def print_table(out: pathlib.Path, budget: str, lrs: list[str]) -> None:
+  print(
+    f"Each row: {budget} TFLOP of pretraining; fine-tuning under the paper's protocol, "
+    '3 seeds, dev medians.'
+  )
+  print(
+    f'{"row":15} {"lr":6} {"steps":>6} {"SST-2 acc: seeds (median)":34} '
+    f'{"MRPC F1: seeds (median)":34} {"mean":>6} {"paper GLUE":>10}'
+  )
+  found = {}
+  for row in PAPER:
+    cells, medians = [], []
+    for task, metric in TASKS:
+      got = seeds(out, row, task, metric)
+      if got is None:
+        cells.append('not run')
+        continue
+      found[row, task] = got[0]
+      median = statistics.median(got[0])
+      medians.append(median)
+      cells.append(', '.join(f'{v:.3f}' for v in got[0]) + f' ({median:.3f})')
+    if not medians:
       continue
-    found[row, task] = got[0]
-    median = statistics.median(got[0])
-    medians.append(median)
-    cells.append(', '.join(f'{v:.3f}' for v in got[0]) + f' ({median:.3f})')
-  if not medians:
-    continue
-  lr_file = out / 'pretrain' / f'{row}.lr'
-  lr = lr_file.read_text().strip() if lr_file.exists() else '-'
-  steps = '-'
-  if lr != '-':
-    meta = sorted((out / 'pretrain' / f'{row}-lr{lr}' / 'checkpoints').glob('[0-9]*'))
-    steps = meta[-1].name if meta else '-'
-  mean = f'{statistics.mean(medians):.3f}' if len(medians) == len(tasks) else '-'
-  print(
-    f'{row:15} {lr:6} {steps:>6} {cells[0]:34} {cells[1]:34} {mean:>6} '
-    f'{paper[row] if paper[row] else "-":>10}'
+    lr_file = out / 'pretrain' / f'{row}.lr'
+    lr = lr_file.read_text().strip() if lr_file.exists() else '-'
+    steps = '-'
+    if lr != '-':
+      meta = sorted((out / 'pretrain' / f'{row}-lr{lr}' / 'checkpoints').glob('[0-9]*'))
+      steps = meta[-1].name if meta else '-'
+    mean = f'{statistics.mean(medians):.3f}' if len(medians) == len(TASKS) else '-'
+    print(
+      f'{row:15} {lr:6} {steps:>6} {cells[0]:34} {cells[1]:34} {mean:>6} '
+      f'{PAPER[row] if PAPER[row] else "-":>10}'
+    )
+  constant = next(
+    (
+      got[1]['constant_baseline']
+      for (row, task), _ in found.items()
+      if task == 'mrpc'
+      for got in [seeds(out, row, task, 'f1')]
+    ),
+    None,
   )
-constant = next(
-  (
-    got[1]['constant_baseline']
-    for (row, task), _ in found.items()
-    if task == 'mrpc'
-    for got in [seeds(row, task, 'f1')]
-  ),
-  None,
-)
-if constant:
+  if constant:
+    print(
+      f'{"constant answer":15} {"":6} {"":>6} {"":34} '
+      f'{constant["dev"]["dev"]["f1"]:.3f} (always {constant["answer"]})'
+    )
+
   print(
-    f'{"constant answer":15} {"":6} {"":>6} {"":34} '
-    f'{constant["dev"]["dev"]["f1"]:.3f} (always {constant["answer"]})'
+    '\nLearning-rate grid: median dev accuracy on 1,000 SST-2 examples (3 seeds), and '
+    "pretraining's last log window (MLM acc: the generator's in ELECTRA rows)"
   )
+  print(f'{"row":15} {"lr":6} {"select":>6} ' + ' '.join(f'{h:>14}' for _, h in PRETRAINING))
+  for row in PAPER:
+    for lr in lrs:
+      select = out / 'select' / f'{row}-lr{lr}' / 'results.json'
+      run = out / 'pretrain' / f'{row}-lr{lr}'
+      window = last_window(run) if run.is_dir() else {}
+      if not select.exists() and not window:
+        continue
+      score = (
+        f'{json.loads(select.read_text())["median"]["dev"]["accuracy"]:.3f}'
+        if select.exists()
+        else '-'
+      )
+      figures = ' '.join(
+        f'{window[tag]:>14.3f}' if tag in window else f'{"-":>14}' for tag, _ in PRETRAINING
+      )
+      print(f'{row:15} {lr:6} {score:>6} {figures}')
 
-print('\nLearning-rate grid: median dev accuracy on 1,000 SST-2 examples (3 seeds)')
-for row in paper:
-  scores = []
-  for lr in lrs:
-    path = out / 'select' / f'{row}-lr{lr}' / 'results.json'
-    if path.exists():
-      scores.append(f'lr {lr}: {json.loads(path.read_text())["median"]["dev"]["accuracy"]:.3f}')
-  if scores:
-    print(f'{row:15} ' + '   '.join(scores))
+  print('\nEvery seed of the row above every BERT (mlm) seed?')
+  for row in (
+    'electra_t3',
+    'electra',
+    'electra_15',
+    'replace_mlm',
+    'all_tokens_mlm',
+    'electric',
+    'random',
+  ):
+    verdicts = []
+    for task, _ in TASKS:
+      if (row, task) in found and ('mlm', task) in found:
+        above = min(found[row, task]) > max(found['mlm', task])
+        verdicts.append(f'{task}: {"yes" if above else "no"}')
+    if verdicts:
+      print(f'{row:15} ' + '   '.join(verdicts))
 
-print('\nEvery seed of the row above every BERT (mlm) seed?')
-for row in (
-  'electra_t3',
-  'electra',
-  'electra_15',
-  'replace_mlm',
-  'all_tokens_mlm',
-  'electric',
-  'random',
-):
-  verdicts = []
-  for task, _ in tasks:
-    if (row, task) in found and ('mlm', task) in found:
-      above = min(found[row, task]) > max(found['mlm', task])
-      verdicts.append(f'{task}: {"yes" if above else "no"}')
-  if verdicts:
-    print(f'{row:15} ' + '   '.join(verdicts))
+
+if __name__ == '__main__':
+  print_table(pathlib.Path(sys.argv[1]), sys.argv[2], sys.argv[3:])

@@ -1,0 +1,70 @@
+"""benchmarks/objective_table.py on an OUT folder laid out as objective_ablation.sh
+leaves it: fine-tuning results.json files as electra_jax.finetune writes them, and
+pretraining event files written by the trainer's own MetricWriter, one run resumed."""
+
+import json
+import pathlib
+import subprocess
+import sys
+
+from electra_jax import metric_writer
+from tests.conftest import REPO
+
+
+def _results(path: pathlib.Path, metric: str, values: list[float], constant: float) -> None:
+  path.mkdir(parents=True)
+  path.joinpath('results.json').write_text(
+    json.dumps(
+      {
+        'seeds': {str(i): {'dev': {'dev': {metric: v}}} for i, v in enumerate(values)},
+        'median': {'dev': {metric: sorted(values)[len(values) // 2]}},
+        'constant_baseline': {'answer': '1', 'dev': {'dev': {metric: constant}}},
+      }
+    )
+  )
+
+
+def _pretraining(run: pathlib.Path, windows: list[tuple[int, dict[str, float]]]) -> None:
+  run.joinpath('checkpoints', str(windows[-1][0])).mkdir(parents=True, exist_ok=True)
+  writer = metric_writer.MetricWriter(str(run))
+  for step, scalars in windows:
+    writer.write(step, scalars)
+  writer.close()
+
+
+def test_the_table_the_grid_and_the_verdicts(tmp_path):
+  out = tmp_path
+  gen = {'mlm_accuracy': 0.19, 'disc_recall': 0.01, 'disc_precision': 0.6}
+  _pretraining(out / 'pretrain/electra-lr1e-3', [(200, gen), (400, {**gen, 'disc_recall': 0.3})])
+  # A resumed run writes its events to a second file; the later window wins.
+  _pretraining(
+    out / 'pretrain/electra-lr1e-3', [(400, {**gen, 'mlm_accuracy': 0.25, 'disc_recall': 0.35})]
+  )
+  _pretraining(out / 'pretrain/mlm-lr1e-3', [(500, {'mlm_accuracy': 0.34})])
+  (out / 'pretrain/electra.lr').write_text('1e-3\n')
+  (out / 'pretrain/mlm.lr').write_text('1e-3\n')
+  _results(out / 'select/electra-lr1e-3', 'accuracy', [0.6, 0.7, 0.65], 0.5)
+  _results(out / 'select/electra-lr2e-3', 'accuracy', [0.5, 0.6, 0.55], 0.5)
+  _results(out / 'finetune/sst-2-electra', 'accuracy', [0.82, 0.83, 0.81], 0.509)
+  _results(out / 'finetune/mrpc-electra', 'f1', [0.80, 0.79, 0.81], 0.812)
+  _results(out / 'finetune/sst-2-mlm', 'accuracy', [0.80, 0.79, 0.805], 0.509)
+  _results(out / 'finetune/mrpc-mlm', 'f1', [0.80, 0.805, 0.79], 0.812)
+
+  done = subprocess.run(
+    [sys.executable, 'benchmarks/objective_table.py', str(out), '200', '1e-3', '2e-3'],
+    cwd=REPO,
+    capture_output=True,
+    text=True,
+    timeout=120,
+  )
+  assert done.returncode == 0, done.stderr[-2000:]
+  lines = [line.split() for line in done.stdout.splitlines()]
+  assert ['electra', '1e-3', '400', '0.820,', '0.830,', '0.810', '(0.820)'] == lines[2][:7]
+  assert lines[2][-3:] == ['(0.800)', '0.810', '85.0']  # MRPC median, mean, paper
+  assert ['mlm', '1e-3', '500'] == lines[3][:3] and lines[3][-2:] == ['0.800', '82.2']
+  assert ['constant', 'answer', '0.812', '(always', '1)'] in lines
+  # The grid: selection median, then MLM acc, main MLM acc, disc recall, disc precision.
+  assert ['electra', '1e-3', '0.650', '0.250', '-', '0.350', '0.600'] in lines
+  assert ['electra', '2e-3', '0.550', '-', '-', '-', '-'] in lines
+  assert ['mlm', '1e-3', '-', '0.340', '-', '-', '-'] in lines
+  assert ['electra', 'sst-2:', 'yes', 'mrpc:', 'no'] in lines
