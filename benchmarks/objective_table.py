@@ -75,7 +75,7 @@ def print_table(out: pathlib.Path, budget: str, lrs: list[str]) -> None:
     f'{"row":15} {"lr":6} {"steps":>6} {"SST-2 acc: seeds (median)":34} '
     f'{"MRPC F1: seeds (median)":34} {"mean":>6} {"paper GLUE":>10}'
   )
-  found = {}
+  found, constant = {}, None
   for row in PAPER:
     cells, medians = [], []
     for task, metric in TASKS:
@@ -84,6 +84,8 @@ def print_table(out: pathlib.Path, budget: str, lrs: list[str]) -> None:
         cells.append('not run')
         continue
       found[row, task] = got[0]
+      if task == 'mrpc' and constant is None:
+        constant = got[1]['constant_baseline']
       median = statistics.median(got[0])
       medians.append(median)
       cells.append(', '.join(f'{v:.3f}' for v in got[0]) + f' ({median:.3f})')
@@ -100,15 +102,6 @@ def print_table(out: pathlib.Path, budget: str, lrs: list[str]) -> None:
       f'{row:15} {lr:6} {steps:>6} {cells[0]:34} {cells[1]:34} {mean:>6} '
       f'{PAPER[row] if PAPER[row] else "-":>10}'
     )
-  constant = next(
-    (
-      got[1]['constant_baseline']
-      for (row, task), _ in found.items()
-      if task == 'mrpc'
-      for got in [seeds(out, row, task, 'f1')]
-    ),
-    None,
-  )
   if constant:
     print(
       f'{"constant answer":15} {"":6} {"":>6} {"":34} '
@@ -124,7 +117,7 @@ def print_table(out: pathlib.Path, budget: str, lrs: list[str]) -> None:
     for lr in lrs:
       select = out / 'select' / f'{row}-lr{lr}' / 'results.json'
       run = out / 'pretrain' / f'{row}-lr{lr}'
-      window = last_window(run) if run.is_dir() else {}
+      window = last_window(run)
       if not select.exists() and not window:
         continue
       score = (
