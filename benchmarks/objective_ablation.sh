@@ -33,10 +33,14 @@
 # pretraining continues from its newest checkpoint (a finished one only restores)
 # and fine-tuning runs whose results.json exists are skipped, so it runs in pieces.
 # ROWS='electra_t3 mlm' limits the rows; FINETUNE_FLAGS adds flags to every
-# fine-tuning run. PARALLEL=2 runs the rows in two lanes, lane K pinned to core K
-# (taskset) and taking rows K, K+2, ... in turn, its output in OUT/logs/laneK.log:
-# on 2 CPU cores two pinned processes do 1.2-1.3x the work of one process on both
-# (docs/performance.md measured 1.27x for fine-tuning).
+# fine-tuning run; RANDOM_INIT=0 leaves out the random-initialisation row, which
+# depends on neither the objective nor the budget, when another budget has it.
+# PARALLEL=2 runs the rows in two lanes, lane K taking rows K, K+2, ... in turn,
+# its output in OUT/logs/laneK.log. On CPU lane K is pinned to core K (taskset):
+# on 2 cores two pinned processes do 1.2-1.3x the work of one process on both
+# (docs/performance.md measured 1.27x for fine-tuning). On a GPU the lanes share
+# it unpinned, each process allocating only what it uses
+# (XLA_PYTHON_CLIENT_PREALLOCATE=false): this model is far too small to fill one.
 set -euo pipefail
 
 usage='usage: bash benchmarks/objective_ablation.sh OUT [BUDGET_TFLOP]'
@@ -113,7 +117,7 @@ run_row() {  # run_row ROW: its learning-rate grid, then the paper protocol at t
   echo "$row: learning rate $best_lr (1,000-example SST-2 median $best)"
   paper_finetune "$row" "$out/pretrain/$row-lr$best_lr"
   echo "$best_lr" > "$out/pretrain/$row.lr"
-  if [[ $row == "${rows[1]:-}" || ${#rows[@]} == 1 ]]; then
+  if [[ ${RANDOM_INIT:-1} != 0 && ($row == "${rows[1]:-}" || ${#rows[@]} == 1) ]]; then
     # Random initialisation of the same architecture (any checkpoint names it).
     paper_finetune random "$out/pretrain/$row-lr$best_lr" --config.random_init=True
   fi
@@ -123,14 +127,19 @@ if ((lanes == 1)); then
   for row in "${rows[@]}"; do run_row "$row"; done
 else
   mkdir -p "$out/logs"
+  backend=$(python -c 'import jax; print(jax.default_backend())')
+  [[ $backend == cpu ]] || export XLA_PYTHON_CLIENT_PREALLOCATE=false
   pids=()
   for ((lane = 0; lane < lanes; lane++)); do
     mine=()
     for ((i = lane; i < ${#rows[@]}; i += lanes)); do mine+=("${rows[i]}"); done
     ((${#mine[@]})) || continue
-    echo "lane $lane (core $lane): ${mine[*]}; its output goes to $out/logs/lane$lane.log"
+    where="sharing the $backend"
+    [[ $backend != cpu ]] || where="core $lane"
+    echo "lane $lane ($where): ${mine[*]}; its output goes to $out/logs/lane$lane.log"
     (
-      taskset -p -c "$lane" "$BASHPID" > /dev/null  # Its processes inherit the core.
+      # Its processes inherit the core.
+      [[ $backend != cpu ]] || taskset -p -c "$lane" "$BASHPID" > /dev/null
       for row in "${mine[@]}"; do run_row "$row"; done
     ) > "$out/logs/lane$lane.log" 2>&1 &
     pids+=($!)
