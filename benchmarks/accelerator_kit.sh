@@ -14,6 +14,11 @@
 #                sequence 128 (WIKI_TRAIN files for pretraining, WIKI_HELD_OUT for
 #                held-out evaluation), from $ELECTRA_JAX_DATA;
 #   KIT/glue/    the GLUE tasks at hand (CoLA, SST-2, MRPC, WNLI).
+# With OBJECTIVE_CORPUS=DIR (a prepared folder, such as the wiki_spm8k that
+# benchmarks/objective_ablation.sh prepares in its OUT) it builds the kit of the
+# suite's objectives stage instead: KIT/data/objective_corpus.tar.xz holds DIR
+# (xz: the 58 MB corpus packs to 42), in place of the WordPiece data, which would
+# not fit beside it.
 # It ends by printing the kit's size and fails if it is over 64 MiB.
 set -euo pipefail
 
@@ -42,8 +47,21 @@ prepare() {  # prepare NAME GLOB: WordPiece, sequence 128, into KIT/data/NAME.
     --output_dir="$kit/data/$1" --vocab="$data/vocab/bert-base-uncased-vocab.txt" \
     --max_seq_length=128
 }
-prepare wiki_train "$wiki_train"
-prepare wiki_held_out "$wiki_held_out"
+if [[ -n ${OBJECTIVE_CORPUS:-} ]]; then
+  if [[ ! -f $OBJECTIVE_CORPUS/metadata.json ]]; then
+    echo "error: OBJECTIVE_CORPUS=$OBJECTIVE_CORPUS is not a prepared folder (no" \
+      "metadata.json); prepare it with python -m electra_jax.prepare_data" >&2
+    exit 1
+  fi
+  packed=$kit/data/objective_corpus.tar.xz
+  mkdir -p "$kit/data"
+  [[ -f $packed ]] || tar -cJf "$packed" -C "$(dirname "$OBJECTIVE_CORPUS")" \
+    --transform="s|^$(basename "$OBJECTIVE_CORPUS")|objective_corpus|" \
+    "$(basename "$OBJECTIVE_CORPUS")"
+else
+  prepare wiki_train "$wiki_train"
+  prepare wiki_held_out "$wiki_held_out"
+fi
 
 git rev-parse --short HEAD > "$kit/commit.txt"  # The suite names it: a copied tree has no .git.
 mkdir -p "$kit/glue"

@@ -1,7 +1,7 @@
 """The offline GPU suite's stages; benchmarks/accelerator_suite.sh installs the kit and
 runs one per invocation.
 
-  python benchmarks/accelerator_suite.py --stage=env|small|base|quality --kit=DIR --out=DIR \
+  python benchmarks/accelerator_suite.py --stage=env|small|base|quality|objectives --kit=DIR --out=DIR \
       [--dry_run]
 
 Each stage writes OUT/STAGE.md: the device, the versions and the commit, then a
@@ -19,8 +19,10 @@ import json
 import os
 import pathlib
 import re
+import signal
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 
@@ -386,22 +388,32 @@ def _latest_step(workdir: pathlib.Path) -> int:
 
 
 def _run(
-  command: list[str], timeout_s: float | None = None, log: pathlib.Path | None = None
+  command: list[str],
+  timeout_s: float | None = None,
+  log: pathlib.Path | None = None,
+  env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess:
-  """Runs a CLI, appending its stderr to `log`; at `timeout_s` it gets SIGTERM, on which
-  the main job saves its checkpoint and exits (two more minutes are allowed for that)."""
+  """Runs a CLI, appending its stderr to `log`; at `timeout_s` its process group gets
+  SIGTERM, on which the main job saves its checkpoint and exits (two more minutes are
+  allowed for that), as do the processes a script started."""
   print('$', ' '.join(command), flush=True)
   process = subprocess.Popen(
-    command, cwd=REPO, env=_CHILD_ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    command,
+    cwd=REPO,
+    env=env or _CHILD_ENV,
+    stdout=subprocess.PIPE,
+    stderr=subprocess.PIPE,
+    text=True,
+    start_new_session=True,
   )
   try:
     out, err = process.communicate(timeout=timeout_s)
   except subprocess.TimeoutExpired:
-    process.terminate()
+    os.killpg(process.pid, signal.SIGTERM)
     try:
       out, err = process.communicate(timeout=120)
     except subprocess.TimeoutExpired:
-      process.kill()
+      os.killpg(process.pid, signal.SIGKILL)
       out, err = process.communicate()
   sys.stdout.write(out[-2000:])
   sys.stderr.write(err[-2000:])
@@ -524,7 +536,161 @@ def _quality_figures(args, workdir: pathlib.Path, steps: int, model: list[str]) 
   ]
 
 
-STAGES = {'env': stage_env, 'small': stage_small, 'base': stage_base, 'quality': stage_quality}
+# --- objectives: the objective ablation's comparison at a budget a CPU cannot reach -----
+
+# Budgets (train TFLOP per row) the probe chooses from: 600 is the CPU's largest.
+_OBJECTIVE_BUDGETS = (6000, 4800, 3600, 3000, 2400, 1800, 1200, 600, 400, 200)
+
+
+def _objective_corpus(args) -> pathlib.Path:
+  """The kit's objective corpus, unpacked into OUT once."""
+  corpus = args.out / 'objectives' / 'objective_corpus'
+  packed = args.kit / 'data' / 'objective_corpus.tar.xz'
+  if not (corpus / 'metadata.json').exists():
+    if not packed.exists():
+      raise SystemExit(
+        f'error: the kit has no {packed.name}; build the objectives kit with '
+        'OBJECTIVE_CORPUS=OUT/wiki_spm8k bash benchmarks/accelerator_kit.sh (OUT of '
+        'benchmarks/objective_ablation.sh, which prepares that corpus)'
+      )
+    with tarfile.open(packed) as tar:
+      tar.extractall(corpus.parent, filter='data')
+  return corpus
+
+
+def _probe(args, env: dict[str, str], model: list[str], seconds_left: float) -> int:
+  """Runs both train loops at once for a few thousand steps, as the lanes will, and
+  returns the largest budget whose pretraining leaves OBJECTIVES_FINETUNE_S (default
+  200) for fine-tuning before the stage's deadline."""
+  from absl import flags as absl_flags  # pylint: disable=import-outside-toplevel
+  from ml_collections import config_flags  # pylint: disable=import-outside-toplevel
+
+  from electra_jax import flops  # pylint: disable=import-outside-toplevel
+
+  start = time.perf_counter()
+  probes = {}
+  for name in ('electra', 'mlm'):
+    log = args.out / 'objectives' / f'probe-{name}.log'
+    with open(log, 'w') as stderr:
+      probes[name] = subprocess.Popen(
+        [
+          sys.executable,
+          '-m',
+          'electra_jax.main',
+          *model,
+          f'--workdir={args.out / "objectives" / f"probe-{name}"}',
+          f'--config.objective.name={name}',
+          '--config.num_train_steps=3000',
+          '--config.progress_every_seconds=2',
+        ],
+        cwd=REPO,
+        env=env,
+        stderr=stderr,
+        stdout=subprocess.DEVNULL,
+      )
+  config = config_flags.DEFINE_config_file('config')
+  absl_flags.FLAGS(['probe', *model])
+  seconds_per_tflop = []
+  for name, process in probes.items():
+    try:
+      process.wait(timeout=120)
+    except subprocess.TimeoutExpired:
+      process.kill()
+    log = args.out / 'objectives' / f'probe-{name}.log'
+    rates = re.findall(r'([\d.]+) steps/s', log.read_text())
+    if not rates:
+      raise SystemExit(f'error: the {name} probe logged no speed; see {log}')
+    config.value.objective.name = name
+    seconds_per_tflop.append(1e12 / flops.train_step_flops(config.value) / float(rates[-1]))
+  finetune_s = float(os.environ.get('OBJECTIVES_FINETUNE_S', 200))
+  # 40 s: each lane's start-up and compilation.
+  left = seconds_left - (time.perf_counter() - start) - finetune_s - 40
+  fits = [b for b in _OBJECTIVE_BUDGETS if b * max(seconds_per_tflop) <= left]
+  return fits[0] if fits else _OBJECTIVE_BUDGETS[-1]
+
+
+def stage_objectives(args) -> list[str]:
+  """benchmarks/objective_ablation.sh on the kit's corpus, its rows in two lanes
+  sharing the GPU, at OBJECTIVE_BUDGET TFLOP per row, or, by default, the largest
+  budget that a probe says fits OBJECTIVES_MINUTES (default 9); rerun it to finish an
+  interrupted table (the ablation resumes)."""
+  start = time.perf_counter()
+  corpus = _objective_corpus(args)
+  vocab_size = json.loads((corpus / 'metadata.json').read_text())['tokenizer']['vocab_size']
+  run = args.out / 'objectives' / 'run'
+  # The ablation calls `python`, which a node's image may only have as python3.
+  bin_dir = args.out / 'objectives' / 'bin'
+  bin_dir.mkdir(parents=True, exist_ok=True)
+  (bin_dir / 'python').write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')
+  (bin_dir / 'python').chmod(0o755)
+  env = {
+    **_CHILD_ENV,
+    'PATH': f'{bin_dir}:{os.environ["PATH"]}',
+    'XLA_PYTHON_CLIENT_PREALLOCATE': 'false',
+    'ELECTRA_JAX_DATA': str(args.kit),  # Its glue/ folder.
+    'prepared': str(corpus),
+    'vocab_size': str(vocab_size),
+    'ROWS': os.environ.get('ROWS', 'electra_t3 mlm'),
+    'LRS': os.environ.get('LRS', '1e-3'),
+    'PARALLEL': '2',
+    'RANDOM_INIT': os.environ.get('RANDOM_INIT', '0'),
+  }
+  seconds = 60 * float(os.environ.get('OBJECTIVES_MINUTES', 9))
+  budget = os.environ.get('OBJECTIVE_BUDGET', '')
+  if args.dry_run:
+    budget = budget or '0.02'
+    env['FINETUNE_FLAGS'] = '--config.max_train_examples=32 --config.num_train_epochs=1'
+  elif not budget:
+    # The ablation's model and data flags, from the recipe it sources.
+    model = subprocess.run(
+      ['bash', '-c', 'source benchmarks/cpu_recipe.sh && printf "%s\\n" "${model[@]}"'],
+      cwd=REPO,
+      env=env,
+      capture_output=True,
+      text=True,
+      check=True,
+    ).stdout.split()
+    budget = str(_probe(args, env, model, seconds - (time.perf_counter() - start)))
+  print(f'budget {budget} TFLOP per row', flush=True)
+  done = _run(
+    ['bash', 'benchmarks/objective_ablation.sh', str(run), budget],
+    timeout_s=max(seconds - (time.perf_counter() - start), 60),
+    log=args.out / 'objectives' / 'ablation.log',
+    env=env,
+  )
+  table = subprocess.run(
+    [sys.executable, 'benchmarks/objective_table.py', str(run), budget, *env['LRS'].split()],
+    cwd=REPO,
+    env=env,
+    capture_output=True,
+    text=True,
+    check=False,
+  ).stdout
+  finished = done.returncode == 0
+  return [
+    f"`benchmarks/objective_ablation.sh` on the kit's corpus (vocabulary of "
+    f'{vocab_size:,}), rows {env["ROWS"]!r} at learning rates {env["LRS"]!r}, two lanes '
+    f'sharing the device, {budget} TFLOP of pretraining per row'
+    + (
+      '.'
+      if finished
+      else f'; stopped unfinished (exit {done.returncode}): run '
+      'STAGE=objectives again with the same OBJECTIVE_BUDGET to go on.'
+    ),
+    '',
+    '```',
+    table.rstrip(),
+    '```',
+  ]
+
+
+STAGES = {
+  'env': stage_env,
+  'small': stage_small,
+  'base': stage_base,
+  'quality': stage_quality,
+  'objectives': stage_objectives,
+}
 
 
 def main() -> None:

@@ -2,7 +2,7 @@
 # The offline GPU suite: speed on a GPU node without network, one stage per invocation
 # so that each job stays well under 10 minutes.
 #
-#   STAGE=env|small|base|quality bash benchmarks/accelerator_suite.sh
+#   STAGE=env|small|base|quality|objectives bash benchmarks/accelerator_suite.sh
 #
 # Run from the repository root, with the kit that benchmarks/accelerator_kit.sh built
 # beside it (KIT, default accelerator_kit). Each invocation installs the kit's wheels
@@ -23,14 +23,22 @@
 #          (default 62,500: 6.25% of the paper's schedule), at most QUALITY_MINUTES
 #          (default 8) per job: rerun it until it reports the held-out metrics and
 #          one GLUE seed per task (OUT/quality holds the workdir between jobs;
-#          QUALITY_TASKS, default 'cola sst-2 mrpc wnli', names the tasks).
+#          QUALITY_TASKS, default 'cola sst-2 mrpc wnli', names the tasks);
+#   objectives  benchmarks/objective_ablation.sh on the objectives kit's corpus
+#          (OBJECTIVE_CORPUS, in benchmarks/accelerator_kit.sh), its rows (ROWS,
+#          default 'electra_t3 mlm'; LRS, default 1e-3) in two lanes sharing the
+#          device, at OBJECTIVE_BUDGET train TFLOP per row or, by default, the
+#          largest budget that a probe of both train loops says fits
+#          OBJECTIVES_MINUTES (default 9) with OBJECTIVES_FINETUNE_S (default 200)
+#          left for fine-tuning; the table in OUT/objectives.md, the runs in
+#          OUT/objectives (rerun with the same budget to finish a table).
 # SUITE_DRY_RUN=1 runs a stage on the tiny config for a few steps on whatever
 # devices there are (a CPU included), installing from the kit the same way: the
 # check that the suite works before it meets a GPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-stage=${STAGE:?usage: STAGE=env|small|base|quality bash benchmarks/accelerator_suite.sh}
+stage=${STAGE:?usage: STAGE=env|small|base|quality|objectives bash benchmarks/accelerator_suite.sh}
 kit=${KIT:-accelerator_kit}
 out=${OUT:-accelerator_results}
 if [[ ! -d $kit/wheels ]]; then

@@ -4,16 +4,18 @@ a GPU node would and writes its table, so the suite cannot rot before it meets a
 
 import os
 import pathlib
+import re
 import subprocess
+import sys
 
 import pytest
 
 from tests.conftest import REPO, data_dir
 
 
-def _bash(script: str, **env: str) -> subprocess.CompletedProcess:
+def _bash(script: str, *args: str, **env: str) -> subprocess.CompletedProcess:
   return subprocess.run(
-    ['bash', script],
+    ['bash', script, *args],
     cwd=REPO,
     capture_output=True,
     text=True,
@@ -22,16 +24,26 @@ def _bash(script: str, **env: str) -> subprocess.CompletedProcess:
   )
 
 
+def _dry_run(stage: str, kit: pathlib.Path, out: pathlib.Path, **env: str):
+  """One stage of the suite on this CPU, installing from `kit`."""
+  return _bash(
+    'benchmarks/accelerator_suite.sh',
+    STAGE=stage,
+    KIT=str(kit),
+    OUT=str(out),
+    SUITE_DRY_RUN='1',
+    **env,
+  )
+
+
 @pytest.fixture(scope='module')
 def kit(tmp_path_factory) -> pathlib.Path:
   path = tmp_path_factory.mktemp('kit') / 'kit'
-  built = subprocess.run(
-    ['bash', 'benchmarks/accelerator_kit.sh', str(path)],
-    cwd=REPO,
-    capture_output=True,
-    text=True,
-    timeout=900,
-    env={**os.environ, 'ELECTRA_JAX_DATA': str(data_dir()), 'WIKI_TRAIN': 'AA/wiki_0[0-1]'},
+  built = _bash(
+    'benchmarks/accelerator_kit.sh',
+    str(path),
+    ELECTRA_JAX_DATA=str(data_dir()),
+    WIKI_TRAIN='AA/wiki_0[0-1]',
   )
   assert built.returncode == 0, built.stderr[-3000:]
   assert f'kit: {path}, ' in built.stdout
@@ -54,14 +66,7 @@ def test_the_kit_holds_what_a_node_lacks(kit):
 def test_every_stage_runs_from_the_kit(kit, tmp_path):
   out = tmp_path / 'results'
   for stage in ('env', 'small', 'base', 'quality'):
-    result = _bash(
-      'benchmarks/accelerator_suite.sh',
-      STAGE=stage,
-      KIT=str(kit),
-      OUT=str(out),
-      SUITE_DRY_RUN='1',
-      QUALITY_TASKS='sst-2 mrpc',
-    )
+    result = _dry_run(stage, kit, out, QUALITY_TASKS='sst-2 mrpc')
     assert result.returncode == 0, (stage, result.stderr[-3000:])
   # Installed from the kit, not from the index.
   assert (
@@ -83,15 +88,7 @@ def test_every_stage_runs_from_the_kit(kit, tmp_path):
   quality = (out / 'quality.md').read_text()
   assert 'pretrained for 4 steps' in quality and 'disc_auc=' in quality, quality
   assert '| sst-2 | accuracy | 0.' in quality and '| mrpc | f1 | ' in quality, quality
-  result = _bash(
-    'benchmarks/accelerator_suite.sh',
-    STAGE='quality',
-    KIT=str(kit),
-    OUT=str(out),
-    SUITE_DRY_RUN='1',
-    QUALITY_STEPS='6',
-    QUALITY_TASKS='wnli',
-  )
+  result = _dry_run('quality', kit, out, QUALITY_STEPS='6', QUALITY_TASKS='wnli')
   assert result.returncode == 0, result.stderr[-3000:]
   assert 'Resumed at step 4' in (out / 'quality' / 'pretrain.log').read_text()
   quality = (out / 'quality.md').read_text()
@@ -102,3 +99,50 @@ def test_the_suite_names_a_missing_kit(tmp_path):
   result = _bash('benchmarks/accelerator_suite.sh', STAGE='env', KIT=str(tmp_path / 'none'))
   assert result.returncode == 1
   assert 'error: no kit at' in result.stderr and 'accelerator_kit.sh' in result.stderr
+
+
+def test_the_objectives_stage_runs_the_ablation_from_its_kit(tmp_path):
+  # A small SentencePiece corpus stands in for the ablation's wiki_spm8k.
+  corpus = tmp_path / 'wiki_spm'
+  prepared = subprocess.run(
+    [
+      sys.executable,
+      '-m',
+      'electra_jax.prepare_data',
+      f'--corpus=wiki:{data_dir()}/wikipedia/AA/wiki_0[0-1]',
+      f'--output_dir={corpus}',
+      '--spm_vocab_size=1000',
+      '--max_seq_length=128',
+    ],
+    cwd=REPO,
+    capture_output=True,
+    text=True,
+    timeout=600,
+  )
+  assert prepared.returncode == 0, prepared.stderr[-3000:]
+  kit = tmp_path / 'kit'
+  built = _bash(
+    'benchmarks/accelerator_kit.sh',
+    str(kit),
+    ELECTRA_JAX_DATA=str(data_dir()),
+    OBJECTIVE_CORPUS=str(corpus),
+  )
+  assert built.returncode == 0, built.stderr[-3000:]
+  assert (kit / 'data' / 'objective_corpus.tar.xz').exists()
+  assert not (kit / 'data' / 'wiki_train').exists()
+  out = tmp_path / 'results'
+  result = _dry_run('objectives', kit, out)
+  assert result.returncode == 0, result.stderr[-3000:]
+  report = (out / 'objectives.md').read_text()
+  assert "rows 'electra_t3 mlm'" in report and 'per row.' in report, report
+  # Both rows pretrained on the unpacked corpus and fine-tuned on the kit's GLUE.
+  for row in ('electra_t3', 'mlm'):
+    assert re.search(rf'^{row} +1e-3 +\d+ 0\.\d+, 0\.\d+, 0\.\d+ \(0\.\d+\)', report, re.M), report
+  assert (out / 'objectives' / 'run' / 'logs' / 'lane1.log').exists()
+
+
+def test_the_objectives_stage_names_a_kit_without_its_corpus(kit, tmp_path):
+  result = _dry_run('objectives', kit, tmp_path)
+  assert result.returncode == 1
+  assert 'the kit has no objective_corpus.tar.xz' in result.stderr
+  assert 'OBJECTIVE_CORPUS=' in result.stderr
