@@ -558,15 +558,33 @@ def _objective_corpus(args) -> pathlib.Path:
   return corpus
 
 
-def _probe(args, env: dict[str, str], model: list[str], seconds_left: float) -> int:
+def _train_step_flops(config_args: list[str], env: dict[str, str]) -> float:
+  """electra_jax.flops' count for a config given as flags, in a child process:
+  ml_collections reads a config's overrides from that process's own argv."""
+  count = (
+    'import sys\n'
+    'from absl import flags\n'
+    'from ml_collections import config_flags\n'
+    'from electra_jax import flops\n'
+    "config = config_flags.DEFINE_config_file('config')\n"
+    'flags.FLAGS(sys.argv)\n'
+    'print(flops.train_step_flops(config.value))\n'
+  )
+  done = subprocess.run(
+    [sys.executable, '-c', count, *config_args],
+    cwd=REPO,
+    env=env,
+    capture_output=True,
+    text=True,
+    check=True,
+  )
+  return float(done.stdout.split()[-1])
+
+
+def _probe(args, env: dict[str, str], model: list[str], seconds_left: float) -> tuple[int, str]:
   """Runs both train loops at once for a few thousand steps, as the lanes will, and
   returns the largest budget whose pretraining leaves OBJECTIVES_FINETUNE_S (default
-  200) for fine-tuning before the stage's deadline."""
-  from absl import flags as absl_flags  # pylint: disable=import-outside-toplevel
-  from ml_collections import config_flags  # pylint: disable=import-outside-toplevel
-
-  from electra_jax import flops  # pylint: disable=import-outside-toplevel
-
+  200) for fine-tuning before the stage's deadline, with a line on the rates."""
   start = time.perf_counter()
   probes = {}
   for name in ('electra', 'mlm'):
@@ -580,7 +598,7 @@ def _probe(args, env: dict[str, str], model: list[str], seconds_left: float) -> 
           *model,
           f'--workdir={args.out / "objectives" / f"probe-{name}"}',
           f'--config.objective.name={name}',
-          '--config.num_train_steps=3000',
+          f'--config.num_train_steps={30 if args.dry_run else 3000}',
           '--config.progress_every_seconds=2',
         ],
         cwd=REPO,
@@ -588,9 +606,7 @@ def _probe(args, env: dict[str, str], model: list[str], seconds_left: float) -> 
         stderr=stderr,
         stdout=subprocess.DEVNULL,
       )
-  config = config_flags.DEFINE_config_file('config')
-  absl_flags.FLAGS(['probe', *model])
-  seconds_per_tflop = []
+  seconds_per_tflop, rates_read = [], []
   for name, process in probes.items():
     try:
       process.wait(timeout=120)
@@ -600,13 +616,21 @@ def _probe(args, env: dict[str, str], model: list[str], seconds_left: float) -> 
     rates = re.findall(r'([\d.]+) steps/s', log.read_text())
     if not rates:
       raise SystemExit(f'error: the {name} probe logged no speed; see {log}')
-    config.value.objective.name = name
-    seconds_per_tflop.append(1e12 / flops.train_step_flops(config.value) / float(rates[-1]))
+    flops_per_step = _train_step_flops([*model, f'--config.objective.name={name}'], env)
+    seconds_per_tflop.append(1e12 / flops_per_step / float(rates[-1]))
+    rates_read.append(
+      f'{name} {float(rates[-1]):.3g} steps/s ({float(rates[-1]) * flops_per_step / 1e12:.3g} '
+      'model TFLOP/s)'
+    )
   finetune_s = float(os.environ.get('OBJECTIVES_FINETUNE_S', 200))
   # 40 s: each lane's start-up and compilation.
   left = seconds_left - (time.perf_counter() - start) - finetune_s - 40
   fits = [b for b in _OBJECTIVE_BUDGETS if b * max(seconds_per_tflop) <= left]
-  return fits[0] if fits else _OBJECTIVE_BUDGETS[-1]
+  budget = fits[0] if fits else _OBJECTIVE_BUDGETS[-1]
+  return budget, (
+    f'Probe, both train loops at once: {", ".join(rates_read)}; the largest budget '
+    f'that fits: {budget} TFLOP{"" if fits else " (none fits: the smallest)"}.'
+  )
 
 
 def stage_objectives(args) -> list[str]:
@@ -635,12 +659,11 @@ def stage_objectives(args) -> list[str]:
     'PARALLEL': '2',
     'RANDOM_INIT': os.environ.get('RANDOM_INIT', '0'),
   }
-  seconds = 60 * float(os.environ.get('OBJECTIVES_MINUTES', 9))
+  # A dry run's CPU gets time enough for its few steps whatever the load.
+  seconds = 60 * float(os.environ.get('OBJECTIVES_MINUTES', 30 if args.dry_run else 9))
   budget = os.environ.get('OBJECTIVE_BUDGET', '')
-  if args.dry_run:
-    budget = budget or '0.02'
-    env['FINETUNE_FLAGS'] = '--config.max_train_examples=32 --config.num_train_epochs=1'
-  elif not budget:
+  probed = []
+  if not budget:
     # The ablation's model and data flags, from the recipe it sources.
     model = subprocess.run(
       ['bash', '-c', 'source benchmarks/cpu_recipe.sh && printf "%s\\n" "${model[@]}"'],
@@ -650,7 +673,11 @@ def stage_objectives(args) -> list[str]:
       text=True,
       check=True,
     ).stdout.split()
-    budget = str(_probe(args, env, model, seconds - (time.perf_counter() - start)))
+    chosen, line = _probe(args, env, model, seconds - (time.perf_counter() - start))
+    budget, probed = str(chosen), [line, '']
+  if args.dry_run:  # The probe ran, but a CPU has no time for its budgets.
+    budget = '0.02'
+    env['FINETUNE_FLAGS'] = '--config.max_train_examples=32 --config.num_train_epochs=1'
   print(f'budget {budget} TFLOP per row', flush=True)
   done = _run(
     ['bash', 'benchmarks/objective_ablation.sh', str(run), budget],
@@ -667,7 +694,7 @@ def stage_objectives(args) -> list[str]:
     check=False,
   ).stdout
   finished = done.returncode == 0
-  return [
+  return probed + [
     f"`benchmarks/objective_ablation.sh` on the kit's corpus (vocabulary of "
     f'{vocab_size:,}), rows {env["ROWS"]!r} at learning rates {env["LRS"]!r}, two lanes '
     f'sharing the device, {budget} TFLOP of pretraining per row'

@@ -134,7 +134,9 @@ def test_the_objectives_stage_runs_the_ablation_from_its_kit(tmp_path):
   result = _dry_run('objectives', kit, out)
   assert result.returncode == 0, result.stderr[-3000:]
   report = (out / 'objectives.md').read_text()
-  assert "rows 'electra_t3 mlm'" in report and 'per row.' in report, report
+  # The probe read both loops' speed and chose a budget (a dry run then uses 0.02).
+  assert re.search(r'Probe, .*: electra [\d.]+ steps/s .*, mlm [\d.]+ steps/s', report), report
+  assert "rows 'electra_t3 mlm'" in report and '0.02 TFLOP of pretraining per row.' in report
   # Both rows pretrained on the unpacked corpus and fine-tuned on the kit's GLUE.
   for row in ('electra_t3', 'mlm'):
     assert re.search(rf'^{row} +1e-3 +\d+ 0\.\d+, 0\.\d+, 0\.\d+ \(0\.\d+\)', report, re.M), report
