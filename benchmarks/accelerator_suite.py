@@ -613,9 +613,11 @@ def _probe(args, env: dict[str, str], model: list[str], seconds_left: float) -> 
     except subprocess.TimeoutExpired:
       process.kill()
     log = args.out / 'objectives' / f'probe-{name}.log'
-    rates = re.findall(r'([\d.]+) steps/s', log.read_text())
+    text = log.read_text()
+    rates = re.findall(r'([\d.]+) steps/s', text)
     if not rates:
-      raise SystemExit(f'error: the {name} probe logged no speed; see {log}')
+      last = (text.strip().splitlines() or ['(empty)'])[-1]
+      raise SystemExit(f'error: the {name} probe logged no speed; its last line: {last} ({log})')
     flops_per_step = _train_step_flops([*model, f'--config.objective.name={name}'], env)
     seconds_per_tflop.append(1e12 / flops_per_step / float(rates[-1]))
     rates_read.append(
@@ -664,15 +666,18 @@ def stage_objectives(args) -> list[str]:
   budget = os.environ.get('OBJECTIVE_BUDGET', '')
   probed = []
   if not budget:
-    # The ablation's model and data flags, from the recipe it sources.
-    model = subprocess.run(
-      ['bash', '-c', 'source benchmarks/cpu_recipe.sh && printf "%s\\n" "${model[@]}"'],
-      cwd=REPO,
-      env=env,
-      capture_output=True,
-      text=True,
-      check=True,
-    ).stdout.split()
+    # The ablation's model and data flags: the recipe's, then PRETRAIN_FLAGS.
+    model = (
+      subprocess.run(
+        ['bash', '-c', 'source benchmarks/cpu_recipe.sh && printf "%s\\n" "${model[@]}"'],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+      ).stdout.split()
+      + os.environ.get('PRETRAIN_FLAGS', '').split()
+    )
     chosen, line = _probe(args, env, model, seconds - (time.perf_counter() - start))
     budget, probed = str(chosen), [line, '']
   if args.dry_run:  # The probe ran, but a CPU has no time for its budgets.

@@ -26,7 +26,8 @@
 #          QUALITY_TASKS, default 'cola sst-2 mrpc wnli', names the tasks);
 #   objectives  benchmarks/objective_ablation.sh on the objectives kit's corpus
 #          (OBJECTIVE_CORPUS, in benchmarks/accelerator_kit.sh), its rows (ROWS,
-#          default 'electra_t3 mlm'; LRS, default 1e-3) in two lanes sharing the
+#          default 'electra_t3 mlm'; LRS, default 1e-3; PRETRAIN_FLAGS, e.g. a
+#          larger model in bf16) in two lanes sharing the
 #          device, at OBJECTIVE_BUDGET train TFLOP per row or, by default, the
 #          largest budget that a probe of both train loops says fits
 #          OBJECTIVES_MINUTES (default 9) with OBJECTIVES_FINETUNE_S (default 200)

@@ -32,8 +32,10 @@
 # Source launch/xla_flags.sh for the platform first. Rerunning the command resumes:
 # pretraining continues from its newest checkpoint (a finished one only restores)
 # and fine-tuning runs whose results.json exists are skipped, so it runs in pieces.
-# ROWS='electra_t3 mlm' limits the rows; FINETUNE_FLAGS adds flags to every
-# fine-tuning run; RANDOM_INIT=0 leaves out the random-initialisation row, which
+# ROWS='electra_t3 mlm' limits the rows; PRETRAIN_FLAGS adds flags to every
+# pretraining run and its FLOPs count, after the recipe's (a larger model on a GPU:
+# '--config.model.num_layers=12 --config.model.hidden_size=256 ...'), and
+# FINETUNE_FLAGS to every fine-tuning run; RANDOM_INIT=0 leaves out the random-initialisation row, which
 # depends on neither the objective nor the budget, when another budget has it.
 # PARALLEL=2 runs the rows in two lanes, lane K taking rows K, K+2, ... in turn,
 # its output in OUT/logs/laneK.log. On CPU lane K is pinned to core K (taskset):
@@ -50,6 +52,7 @@ data=${ELECTRA_JAX_DATA:-$(dirname "$0")/../../shared/data}
 read -r -a lrs <<< "${LRS:-1e-3 2e-3}"
 read -r -a rows <<< "${ROWS:-electra_t3 mlm electra electra_15 replace_mlm all_tokens_mlm}"
 read -r -a finetune_flags <<< "${FINETUNE_FLAGS:-}"
+read -r -a pretrain_flags <<< "${PRETRAIN_FLAGS:-}"
 lanes=${PARALLEL:-1}
 if ! [[ $lanes =~ ^[1-9][0-9]*$ ]] || ((lanes > $(nproc))); then
   echo "error: PARALLEL=$lanes: give a number of lanes from 1 to the $(nproc) cores this" \
@@ -58,6 +61,7 @@ if ! [[ $lanes =~ ^[1-9][0-9]*$ ]] || ((lanes > $(nproc))); then
 fi
 # The data and model of the recipe (benchmarks/cpu_recipe.sh): $model.
 source "$(dirname "$0")/cpu_recipe.sh"
+model+=("${pretrain_flags[@]}")  # Later flags win.
 
 objective() { [[ $1 == electra_t3 ]] && echo electra || echo "$1"; }
 temperature() { [[ $1 == electra_t3 ]] && echo 3 || echo 1; }

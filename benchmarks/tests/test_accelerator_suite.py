@@ -2,6 +2,7 @@
 the package index, prepared data, GLUE), then every stage's dry run installs from it as
 a GPU node would and writes its table, so the suite cannot rot before it meets a GPU."""
 
+import json
 import os
 import pathlib
 import re
@@ -131,8 +132,16 @@ def test_the_objectives_stage_runs_the_ablation_from_its_kit(tmp_path):
   assert (kit / 'data' / 'objective_corpus.tar.xz').exists()
   assert not (kit / 'data' / 'wiki_train').exists()
   out = tmp_path / 'results'
-  result = _dry_run('objectives', kit, out)
+  result = _dry_run(
+    'objectives',
+    kit,
+    out,
+    PRETRAIN_FLAGS='--config.model.num_layers=2 --config.model.scan_unroll=2',
+  )
   assert result.returncode == 0, result.stderr[-3000:]
+  for row in ('electra_t3', 'mlm'):  # PRETRAIN_FLAGS comes after the recipe's 4 layers.
+    config = json.loads((out / 'objectives/run/pretrain' / f'{row}-lr1e-3/config.json').read_text())
+    assert config['model']['num_layers'] == 2
   report = (out / 'objectives.md').read_text()
   # The probe read both loops' speed and chose a budget (a dry run then uses 0.02).
   assert re.search(r'Probe, .*: electra [\d.]+ steps/s .*, mlm [\d.]+ steps/s', report), report
