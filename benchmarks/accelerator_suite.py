@@ -19,6 +19,7 @@ import json
 import os
 import pathlib
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -589,6 +590,8 @@ def _probe(args, env: dict[str, str], model: list[str], seconds_left: float) -> 
   probes = {}
   for name in ('electra', 'mlm'):
     log = args.out / 'objectives' / f'probe-{name}.log'
+    workdir = args.out / 'objectives' / f'probe-{name}'
+    shutil.rmtree(workdir, ignore_errors=True)  # A finished run would only restore.
     with open(log, 'w') as stderr:
       probes[name] = subprocess.Popen(
         [
@@ -596,7 +599,7 @@ def _probe(args, env: dict[str, str], model: list[str], seconds_left: float) -> 
           '-m',
           'electra_jax.main',
           *model,
-          f'--workdir={args.out / "objectives" / f"probe-{name}"}',
+          f'--workdir={workdir}',
           f'--config.objective.name={name}',
           f'--config.num_train_steps={30 if args.dry_run else 3000}',
           '--config.progress_every_seconds=2',
@@ -707,7 +710,7 @@ def stage_objectives(args) -> list[str]:
       '.'
       if finished
       else f'; stopped unfinished (exit {done.returncode}): run '
-      'STAGE=objectives again with the same OBJECTIVE_BUDGET to go on.'
+      f'STAGE=objectives OBJECTIVE_BUDGET={budget} again to go on.'
     ),
     '',
     '```',

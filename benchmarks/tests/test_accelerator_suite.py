@@ -132,12 +132,8 @@ def test_the_objectives_stage_runs_the_ablation_from_its_kit(tmp_path):
   assert (kit / 'data' / 'objective_corpus.tar.xz').exists()
   assert not (kit / 'data' / 'wiki_train').exists()
   out = tmp_path / 'results'
-  result = _dry_run(
-    'objectives',
-    kit,
-    out,
-    PRETRAIN_FLAGS='--config.model.num_layers=2 --config.model.scan_unroll=2',
-  )
+  two_layers = '--config.model.num_layers=2 --config.model.scan_unroll=2'
+  result = _dry_run('objectives', kit, out, PRETRAIN_FLAGS=two_layers)
   assert result.returncode == 0, result.stderr[-3000:]
   for row in ('electra_t3', 'mlm'):  # PRETRAIN_FLAGS comes after the recipe's 4 layers.
     config = json.loads((out / 'objectives/run/pretrain' / f'{row}-lr1e-3/config.json').read_text())
@@ -150,6 +146,18 @@ def test_the_objectives_stage_runs_the_ablation_from_its_kit(tmp_path):
   for row in ('electra_t3', 'mlm'):
     assert re.search(rf'^{row} +1e-3 +\d+ 0\.\d+, 0\.\d+, 0\.\d+ \(0\.\d+\)', report, re.M), report
   assert (out / 'objectives' / 'run' / 'logs' / 'lane1.log').exists()
+  # Run again, as after an interruption: the probe starts afresh, the finished runs are
+  # kept (the pretraining restores, the fine-tunes are skipped), the table is the same.
+  results = sorted((out / 'objectives' / 'run').glob('*/*/results.json'))
+  written = [p.stat().st_mtime_ns for p in results]
+  again = _dry_run('objectives', kit, out, PRETRAIN_FLAGS=two_layers)
+  assert again.returncode == 0, again.stderr[-3000:]
+  assert len(results) == 6 and [p.stat().st_mtime_ns for p in results] == written
+  rerun = (out / 'objectives.md').read_text()
+  assert (
+    rerun[rerun.index('```') :].split('Stage time')[0]
+    == report[report.index('```') :].split('Stage time')[0]
+  )
 
 
 def test_the_objectives_stage_names_a_kit_without_its_corpus(kit, tmp_path):
