@@ -593,29 +593,31 @@ def _probe(args, env: dict[str, str], model: list[str], seconds_left: float) -> 
     workdir = args.out / 'objectives' / f'probe-{name}'
     shutil.rmtree(workdir, ignore_errors=True)  # A finished run would only restore.
     with open(log, 'w') as stderr:
-      probes[name] = subprocess.Popen(
-        [
-          sys.executable,
-          '-m',
-          'electra_jax.main',
-          *model,
-          f'--workdir={workdir}',
-          f'--config.objective.name={name}',
-          f'--config.num_train_steps={30 if args.dry_run else 3000}',
-          '--config.progress_every_seconds=2',
-        ],
-        cwd=REPO,
-        env=env,
-        stderr=stderr,
-        stdout=subprocess.DEVNULL,
+      probes[name] = (
+        log,
+        subprocess.Popen(
+          [
+            sys.executable,
+            '-m',
+            'electra_jax.main',
+            *model,
+            f'--workdir={workdir}',
+            f'--config.objective.name={name}',
+            f'--config.num_train_steps={30 if args.dry_run else 3000}',
+            '--config.progress_every_seconds=2',
+          ],
+          cwd=REPO,
+          env=env,
+          stderr=stderr,
+          stdout=subprocess.DEVNULL,
+        ),
       )
   seconds_per_tflop, rates_read = [], []
-  for name, process in probes.items():
+  for name, (log, process) in probes.items():
     try:
       process.wait(timeout=120)
     except subprocess.TimeoutExpired:
       process.kill()
-    log = args.out / 'objectives' / f'probe-{name}.log'
     text = log.read_text()
     rates = re.findall(r'([\d.]+) steps/s', text)
     if not rates:

@@ -35,8 +35,9 @@
 # ROWS='electra_t3 mlm' limits the rows; PRETRAIN_FLAGS adds flags to every
 # pretraining run and its FLOPs count, after the recipe's (a larger model on a GPU:
 # '--config.model.num_layers=12 --config.model.hidden_size=256 ...'), and
-# FINETUNE_FLAGS to every fine-tuning run; RANDOM_INIT=0 leaves out the random-initialisation row, which
-# depends on neither the objective nor the budget, when another budget has it.
+# FINETUNE_FLAGS to every fine-tuning run; RANDOM_INIT=0 leaves out the
+# random-initialisation row, which depends on neither the objective nor the budget,
+# when another budget has it.
 # PARALLEL=2 runs the rows in two lanes, lane K taking rows K, K+2, ... in turn,
 # its output in OUT/logs/laneK.log. On CPU lane K is pinned to core K (taskset):
 # on 2 cores two pinned processes do 1.2-1.3x the work of one process on both
