@@ -560,26 +560,16 @@ def _objective_corpus(args) -> pathlib.Path:
 
 
 def _train_step_flops(config_args: list[str], env: dict[str, str]) -> float:
-  """electra_jax.flops' count for a config given as flags, in a child process:
-  ml_collections reads a config's overrides from that process's own argv."""
-  count = (
-    'import sys\n'
-    'from absl import flags\n'
-    'from ml_collections import config_flags\n'
-    'from electra_jax import flops\n'
-    "config = config_flags.DEFINE_config_file('config')\n"
-    'flags.FLAGS(sys.argv)\n'
-    'print(flops.train_step_flops(config.value))\n'
-  )
+  """electra_jax.flops' count for a config given as flags, by its command."""
   done = subprocess.run(
-    [sys.executable, '-c', count, *config_args],
+    [sys.executable, '-m', 'electra_jax.flops', *config_args],
     cwd=REPO,
     env=env,
     capture_output=True,
     text=True,
     check=True,
   )
-  return float(done.stdout.split()[-1])
+  return float(done.stdout)
 
 
 def _probe(args, env: dict[str, str], model: list[str], seconds_left: float) -> tuple[int, str]:

@@ -68,15 +68,7 @@ objective() { [[ $1 == electra_t3 ]] && echo electra || echo "$1"; }
 temperature() { [[ $1 == electra_t3 ]] && echo 3 || echo 1; }
 
 steps_for() {  # Train steps that spend the budget, for objective $1.
-  python - "$budget" "${model[@]}" --config.objective.name="$1" <<'EOF'
-import sys
-from absl import flags
-from ml_collections import config_flags
-from electra_jax import flops
-config = config_flags.DEFINE_config_file('config')
-flags.FLAGS(['flops', *sys.argv[2:]])
-print(round(float(sys.argv[1]) * 1e12 / flops.train_step_flops(config.value)))
-EOF
+  python -m electra_jax.flops "${model[@]}" --config.objective.name="$1" --budget_tflop="$budget"
 }
 
 finetune() {  # finetune TASK INIT OUT [flags...]: skipped if OUT/results.json exists.

@@ -7,17 +7,26 @@ positions it computes them: the generator's output layer at the masked
 positions only, but for Electric's cloze model at every token. Embedding
 lookups, LayerNorm, softmax and the optimizer are not counted, as is usual for
 MFU.
+
+As a command, it prints one number: the FLOPs of one train step, or with
+--budget_tflop the train steps that spend that budget (rounded), as the
+objective ablation needs to give each objective the same compute:
+
+  python -m electra_jax.flops --config=configs/small.py [--config.key=value ...] \
+      [--budget_tflop=600]
 """
 
 import time
 from typing import Any
 
+from absl import flags
 import jax
 import jax.numpy as jnp
 import ml_collections
+from ml_collections import config_flags
 import numpy as np
 
-from electra_jax import config_lib, objectives
+from electra_jax import cli, config_lib, errors, objectives
 from electra_jax.config_lib import EncoderConfig
 
 # Dense bf16 peak FLOP/s per device (chip), from the vendors' spec sheets, keyed
@@ -126,3 +135,30 @@ def peak_flops(devices: list[Any]) -> tuple[float, str]:
     return listed * len(devices), 'listed bf16 peak'
   processes = len({d.process_index for d in devices})
   return measure_matmul_peak() * processes, 'measured f32 matmul peak'
+
+
+def _main() -> None:
+  # Defined here, not at import: the trainer imports this module and owns --config.
+  config = config_flags.DEFINE_config_file(
+    'config', None, 'Path to a config file in configs/.', lock_config=True
+  )
+  budget = flags.DEFINE_float(
+    'budget_tflop', None, 'Print the train steps that spend this many TFLOP instead.'
+  )
+  flags.mark_flag_as_required('config')
+
+  def main(argv: list[str]) -> None:
+    del argv  # cli.run refuses words that are not flags.
+    per_step = train_step_flops(config.value)
+    if budget.value is None:
+      print(per_step)
+    elif budget.value <= 0:
+      raise errors.UserError(f'--budget_tflop={budget.value}: must be positive')
+    else:
+      print(round(budget.value * 1e12 / per_step))
+
+  cli.run(main)
+
+
+if __name__ == '__main__':
+  _main()

@@ -28,6 +28,7 @@ def _bad_inputs(workdir: str) -> list[tuple[str, list[str], str]]:
       f'{program}: does not look like text (line 1 holds a NUL byte); ',
     ),
     ('electra_jax.main', [_TINY], '--workdir is required'),
+    ('electra_jax.flops', [_TINY, '--budget_tflop=0'], '--budget_tflop=0.0: must be positive'),
     (
       'electra_jax.main',
       ['--config=configs/nope.py', w],

@@ -8,6 +8,7 @@ import pytest
 from configs import small
 from electra_jax import flops, sharding, train
 from electra_jax.data import tokenizers
+from tests.conftest import run_module
 
 
 def _step_flops(config) -> float:
@@ -69,3 +70,18 @@ def test_peak_of_a_device_list():
   peak, source = flops.peak_flops(jax.devices())
   assert source == 'measured f32 matmul peak'
   assert 1e9 < peak < 1e14
+
+
+def test_command_prints_the_count_and_the_steps_that_spend_a_budget():
+  overrides = ['--config.model.num_layers=4', '--config.objective.name=mlm']
+  config = small.get_config()
+  config.model.num_layers = 4
+  config.objective.name = 'mlm'
+  expected = flops.train_step_flops(config)
+  per_step, steps = (
+    run_module('electra_jax.flops', '--config=configs/small.py', *overrides, *budget)
+    for budget in ([], ['--budget_tflop=600'])
+  )
+  assert per_step.returncode == 0 and steps.returncode == 0, per_step.stderr + steps.stderr
+  assert float(per_step.stdout) == expected
+  assert int(steps.stdout) == round(600e12 / expected)
