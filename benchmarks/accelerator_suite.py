@@ -661,18 +661,15 @@ def stage_objectives(args) -> list[str]:
   budget = os.environ.get('OBJECTIVE_BUDGET', '')
   probed = []
   if not budget:
-    # The ablation's model and data flags: the recipe's, then PRETRAIN_FLAGS.
-    model = (
-      subprocess.run(
-        ['bash', '-c', 'source benchmarks/cpu_recipe.sh && printf "%s\\n" "${model[@]}"'],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-      ).stdout.split()
-      + os.environ.get('PRETRAIN_FLAGS', '').split()
-    )
+    # The ablation's model and data flags: the recipe's, PRETRAIN_FLAGS included.
+    model = subprocess.run(
+      ['bash', '-c', 'source benchmarks/cpu_recipe.sh && printf "%s\\n" "${model[@]}"'],
+      cwd=REPO,
+      env=env,
+      capture_output=True,
+      text=True,
+      check=True,
+    ).stdout.splitlines()
     chosen, line = _probe(args, env, model, seconds - (time.perf_counter() - start))
     budget, probed = str(chosen), [line, '']
   if args.dry_run:  # The probe ran, but a CPU has no time for its budgets.

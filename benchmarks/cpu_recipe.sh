@@ -1,7 +1,8 @@
 # The CPU pretraining recipe that benchmarks/pretraining_gain.sh,
 # benchmarks/objective_ablation.sh and benchmarks/korean_gain.sh share; sourced, with
 # $out and $data set. A caller with its own corpus sets $prepared (a prepared
-# directory) and $vocab_size first.
+# directory) and $vocab_size first. PRETRAIN_FLAGS, from the environment, adds flags
+# after the recipe's (later flags win), e.g. a larger model on a GPU.
 #
 # By default, English Wikipedia with an 8,000-piece sentencepiece vocabulary trained
 # on it: a quarter of BERT's 30,522 WordPiece ids, so the embedding table and the
@@ -26,3 +27,5 @@ model=(--config=configs/small.py --config.data.prepared_dir="$prepared"
        --config.batch_size=32 --config.model.dropout_rate=0
        --config.model.attention_dropout_rate=0 --config.model.scan_unroll=4
        --config.log_every_steps=200 --config.checkpoint.every_steps=2000)
+read -r -a pretrain_flags <<< "${PRETRAIN_FLAGS:-}"
+model+=("${pretrain_flags[@]}")

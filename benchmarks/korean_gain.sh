@@ -17,7 +17,8 @@
 # dominate a CPU run. Source launch/xla_flags.sh for the platform first. Rerunning
 # resumes: the vocabulary and the prepared corpus are kept, pretraining continues from
 # its newest checkpoint, and fine-tuning runs whose results.json exists are skipped.
-# Extra flags for every fine-tuning run go in FINETUNE_FLAGS.
+# Extra flags for every fine-tuning run go in FINETUNE_FLAGS, for pretraining in
+# PRETRAIN_FLAGS (after the recipe's).
 set -euo pipefail
 
 usage='usage: bash benchmarks/korean_gain.sh OUT [STEPS]'

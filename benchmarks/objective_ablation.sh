@@ -53,16 +53,15 @@ data=${ELECTRA_JAX_DATA:-$(dirname "$0")/../../shared/data}
 read -r -a lrs <<< "${LRS:-1e-3 2e-3}"
 read -r -a rows <<< "${ROWS:-electra_t3 mlm electra electra_15 replace_mlm all_tokens_mlm}"
 read -r -a finetune_flags <<< "${FINETUNE_FLAGS:-}"
-read -r -a pretrain_flags <<< "${PRETRAIN_FLAGS:-}"
 lanes=${PARALLEL:-1}
 if ! [[ $lanes =~ ^[1-9][0-9]*$ ]] || ((lanes > $(nproc))); then
   echo "error: PARALLEL=$lanes: give a number of lanes from 1 to the $(nproc) cores this" \
     "process may use (nproc)" >&2
   exit 2
 fi
-# The data and model of the recipe (benchmarks/cpu_recipe.sh): $model.
+# The data and model of the recipe (benchmarks/cpu_recipe.sh), PRETRAIN_FLAGS included:
+# $model.
 source "$(dirname "$0")/cpu_recipe.sh"
-model+=("${pretrain_flags[@]}")  # Later flags win.
 
 objective() { [[ $1 == electra_t3 ]] && echo electra || echo "$1"; }
 temperature() { [[ $1 == electra_t3 ]] && echo 3 || echo 1; }

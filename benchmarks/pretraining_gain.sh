@@ -27,7 +27,8 @@
 # checkpoint (a finished one only restores), and fine-tuning runs whose results.json
 # exists are not repeated. SKIP_PRETRAINING=1 fine-tunes the newest checkpoint that
 # pretraining has reached (of the second stage when T1_STEPS > 0). Extra flags for
-# every fine-tuning run go in FINETUNE_FLAGS, e.g. FINETUNE_FLAGS='--config.num_seeds=5'.
+# every fine-tuning run go in FINETUNE_FLAGS, e.g. FINETUNE_FLAGS='--config.num_seeds=5',
+# and for pretraining in PRETRAIN_FLAGS (after the recipe's).
 set -euo pipefail
 
 usage='usage: bash benchmarks/pretraining_gain.sh OUT [T3_STEPS [T1_STEPS]]'
