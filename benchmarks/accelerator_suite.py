@@ -540,7 +540,12 @@ def _quality_figures(args, workdir: pathlib.Path, steps: int, model: list[str]) 
 # --- objectives: the objective ablation's comparison at a budget a CPU cannot reach -----
 
 # Budgets (train TFLOP per row) the probe chooses from: 600 is the CPU's largest.
-_OBJECTIVE_BUDGETS = (6000, 4800, 3600, 3000, 2400, 1800, 1200, 600, 400, 200)
+# The ladder reaches ELECTRA-Small's shape in bf16 (PRETRAIN_FLAGS), which does far
+# more TFLOP a second than the recipe's model, too small to fill a GPU.
+_OBJECTIVE_BUDGETS = (24000, 18000, 12000, 9000, 6000, 4800, 3600, 2400, 1800, 1200, 600, 200)
+# Seconds each probe trains after its first logged rate (its compilation done); its
+# rate is the mean since then.
+_PROBE_SECONDS = 20
 
 
 def _objective_corpus(args) -> pathlib.Path:
@@ -573,9 +578,10 @@ def _train_step_flops(config_args: list[str], env: dict[str, str]) -> float:
 
 
 def _probe(args, env: dict[str, str], model: list[str], seconds_left: float) -> tuple[int, str]:
-  """Runs both train loops at once for a few thousand steps, as the lanes will, and
-  returns the largest budget whose pretraining leaves OBJECTIVES_FINETUNE_S (default
-  200) for fine-tuning before the stage's deadline, with a line on the rates."""
+  """Runs both train loops at once, as the lanes will, for _PROBE_SECONDS after each
+  has compiled, and returns the largest budget whose pretraining leaves
+  OBJECTIVES_FINETUNE_S (default 200) for fine-tuning before the stage's deadline,
+  with a line on the rates."""
   start = time.perf_counter()
   probes = {}
   for name in ('electra', 'mlm'):
@@ -593,7 +599,7 @@ def _probe(args, env: dict[str, str], model: list[str], seconds_left: float) -> 
             *model,
             f'--workdir={workdir}',
             f'--config.objective.name={name}',
-            f'--config.num_train_steps={30 if args.dry_run else 3000}',
+            '--config.num_train_steps=10000000',  # Stopped below.
             '--config.progress_every_seconds=2',
           ],
           cwd=REPO,
@@ -602,12 +608,23 @@ def _probe(args, env: dict[str, str], model: list[str], seconds_left: float) -> 
           stdout=subprocess.DEVNULL,
         ),
       )
+  rated_at: dict[str, float] = {}  # When each probe logged its first rate.
+  deadline = time.perf_counter() + 180
+  while time.perf_counter() < deadline:
+    now = time.perf_counter()
+    for name, (log, _) in probes.items():
+      if name not in rated_at and 'steps/s' in log.read_text():
+        rated_at[name] = now
+    if all(
+      process.poll() is not None or now - rated_at.get(name, now) >= _PROBE_SECONDS
+      for name, (_, process) in probes.items()
+    ):
+      break
+    time.sleep(1)
   seconds_per_tflop, rates_read = [], []
   for name, (log, process) in probes.items():
-    try:
-      process.wait(timeout=120)
-    except subprocess.TimeoutExpired:
-      process.kill()
+    process.kill()  # Its workdir is thrown away.
+    process.wait()
     text = log.read_text()
     rates = re.findall(r'([\d.]+) steps/s', text)
     if not rates:
