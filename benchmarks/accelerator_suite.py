@@ -609,6 +609,7 @@ def _probe(args, env: dict[str, str], model: list[str], seconds_left: float) -> 
         ),
       )
   rated_at: dict[str, float] = {}  # When each probe logged its first rate.
+  # A probe that has logged no rate by then (a failed start) is reported below.
   deadline = time.perf_counter() + 180
   while time.perf_counter() < deadline:
     now = time.perf_counter()
