@@ -2,7 +2,8 @@
 
   python benchmarks/objective_table.py OUT BUDGET_TFLOP LR [LR ...]
 
-Reads OUT/finetune/TASK-ROW/results.json (paper protocol), OUT/select/ROW-lrLR
+Reads OUT/finetune/TASK-ROW/results.json (paper protocol; or one results.json per
+seed in its subfolders, when each seed ran as its own process), OUT/select/ROW-lrLR
 (the learning-rate grid), OUT/pretrain/ROW.lr (each row's chosen rate) and each
 pretraining run's TensorBoard events; rows not run yet are left out, so it can
 be printed at any point of the run.
@@ -44,12 +45,18 @@ PRETRAINING = (
 
 
 def seeds(out: pathlib.Path, row: str, task: str, metric: str) -> tuple[list[float], dict] | None:
-  """Each seed's dev `metric` for ROW on TASK, and the whole results.json."""
-  path = out / 'finetune' / f'{task}-{row}' / 'results.json'
-  if not path.exists():
+  """Each seed's dev `metric` for ROW on TASK, and a results.json of the run (for its
+  constant baseline). Seeds run as processes of their own (--config.seed=N
+  --config.num_seeds=1, each in a subfolder of TASK-ROW) are read together."""
+  folder = out / 'finetune' / f'{task}-{row}'
+  paths = [folder / 'results.json']
+  if not paths[0].exists():
+    paths = sorted(folder.glob('*/results.json'))
+  if not paths:
     return None
-  result = json.loads(path.read_text())
-  return [s['dev']['dev'][metric] for s in result['seeds'].values()], result
+  results = [json.loads(path.read_text()) for path in paths]
+  per_seed = {int(seed): s for result in results for seed, s in result['seeds'].items()}
+  return [per_seed[seed]['dev']['dev'][metric] for seed in sorted(per_seed)], results[0]
 
 
 def last_window(workdir: pathlib.Path) -> dict[str, float]:
