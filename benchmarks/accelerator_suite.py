@@ -677,21 +677,27 @@ def stage_objectives(args) -> list[str]:
   # A dry run's CPU gets time enough for its few steps whatever the load.
   seconds = 60 * float(os.environ.get('OBJECTIVES_MINUTES', 30 if args.dry_run else 9))
   budget = os.environ.get('OBJECTIVE_BUDGET', '')
+  # The ablation's model and data flags: the recipe's, PRETRAIN_FLAGS included.
+  model = subprocess.run(
+    ['bash', '-c', 'source benchmarks/cpu_recipe.sh && printf "%s\\n" "${model[@]}"'],
+    cwd=REPO,
+    env=env,
+    capture_output=True,
+    text=True,
+    check=True,
+  ).stdout.splitlines()
   probed = []
   if not budget:
-    # The ablation's model and data flags: the recipe's, PRETRAIN_FLAGS included.
-    model = subprocess.run(
-      ['bash', '-c', 'source benchmarks/cpu_recipe.sh && printf "%s\\n" "${model[@]}"'],
-      cwd=REPO,
-      env=env,
-      capture_output=True,
-      text=True,
-      check=True,
-    ).stdout.splitlines()
     chosen, line = _probe(args, env, model, seconds - (time.perf_counter() - start))
     budget, probed = str(chosen), [line, '']
-  if args.dry_run:  # The probe ran, but a CPU has no time for its budgets.
-    budget = '0.02'
+  if args.dry_run:
+    # The probe ran, but a CPU has no time for its budgets: two steps of the costliest
+    # row, whatever the model's size (electra_t3 is ELECTRA at another temperature).
+    objectives = {'electra' if row == 'electra_t3' else row for row in env['ROWS'].split()}
+    per_step = max(
+      _train_step_flops([*model, f'--config.objective.name={o}'], env) for o in objectives
+    )
+    budget = f'{2 * per_step / 1e12:.4g}'
     env['FINETUNE_FLAGS'] = '--config.max_train_examples=32 --config.num_train_epochs=1'
   print(f'budget {budget} TFLOP per row', flush=True)
   done = _run(

@@ -154,8 +154,13 @@ def _main() -> None:
       print(per_step)
     elif budget.value <= 0:
       raise errors.UserError(f'--budget_tflop={budget.value}: must be positive')
+    elif (steps := round(budget.value * 1e12 / per_step)) < 1:
+      raise errors.UserError(
+        f'--budget_tflop={budget.value}: buys no train step of this config, which costs '
+        f'{per_step / 1e12:.4g} TFLOP a step; give at least that'
+      )
     else:
-      print(round(budget.value * 1e12 / per_step))
+      print(steps)
 
   cli.run(main)
 

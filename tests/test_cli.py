@@ -30,6 +30,11 @@ def _bad_inputs(workdir: str) -> list[tuple[str, list[str], str]]:
     ('electra_jax.main', [_TINY], '--workdir is required'),
     ('electra_jax.flops', [_TINY, '--budget_tflop=0'], '--budget_tflop=0.0: must be positive'),
     (
+      'electra_jax.flops',
+      [_TINY, '--budget_tflop=1e-9'],
+      '--budget_tflop=1e-09: buys no train step',
+    ),
+    (
       'electra_jax.main',
       ['--config=configs/nope.py', w],
       '--config=configs/nope.py: cannot load the config file: no such file',
