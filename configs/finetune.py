@@ -60,7 +60,7 @@ def get_config(size: str = 'small') -> ml_collections.ConfigDict:
   )
   # Caps the training examples read (0: all), e.g. for a fixed small budget.
   config.max_train_examples = 0
-  # Each batch is cut to the shortest of 16, 32, 64, ... max_seq_length tokens
+  # Each batch is cut to the shortest of 16, 32, 48, 64, 96, 128, ... max_seq_length tokens
   # that holds its longest row: attention ignores padding, so outputs are the
   # same, and short GLUE sentences run shorter programs (one compile per
   # length). False pads every batch to max_seq_length, as the released code.

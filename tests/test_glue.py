@@ -183,6 +183,19 @@ def test_features_follow_bert_layout():
   assert single['token_type_ids'].sum() == 0 and single['attention_mask'].sum() == 4
 
 
+def test_trimmed_padding_takes_two_lengths_an_octave():
+  def trimmed(longest: int, full: int = 128) -> int:
+    mask = np.zeros((2, full), np.int32)
+    mask[0, :longest] = 1
+    batch = {'input_ids': np.zeros((2, full), np.int32), 'attention_mask': mask}
+    return features.trim_padding(batch)['input_ids'].shape[1]
+
+  longest = [1, 16, 17, 32, 33, 48, 49, 64, 65, 96, 97, 128]
+  assert [trimmed(n) for n in longest] == [16, 16, 32, 32, 48, 48, 64, 64, 96, 96, 128, 128]
+  assert [trimmed(n, full=512) for n in (129, 193, 257, 385)] == [192, 256, 384, 512]
+  assert trimmed(100, full=100) == 100  # Never longer than the rows.
+
+
 def test_trimmed_padding_changes_no_output():
   tokenizer = tokenizers.WordPieceTokenizer(
     str(data_dir() / 'vocab' / 'bert-base-uncased-vocab.txt')

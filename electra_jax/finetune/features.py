@@ -61,17 +61,21 @@ def encode(
   }
 
 
+# Padded lengths are `shortest` times 1, 2, 3, 4, 6, 8, 12, ...: two an octave, so that
+# above the shortest a batch is at most 1.5 times as long as its longest row, not 2
+# times as with powers of two (whose SST-2 batches of 32 ran 17% more tokens), for
+# two more compiled programs up to 128 tokens.
+_MULTIPLES = (1, *(m << j for j in range(16) for m in (2, 3)))
+
+
 def trim_padding(batch: Features, shortest: int = 16) -> Features:
-  """The batch's [N, L] arrays cut to the shortest of shortest, 2 x shortest, ...,
-  L that holds its longest row.
+  """The batch's [N, L] arrays cut to the shortest of shortest x (1, 2, 3, 4, 6, 8,
+  ...), or L, that holds its longest row.
 
   Attention ignores padded keys and every other op is per token, so a row's
   outputs do not change; a few lengths mean a few compiled programs.
   """
   longest = int(batch['attention_mask'].sum(axis=-1).max())
-  length = shortest
-  while length < longest:
-    length *= 2
   full = batch['input_ids'].shape[1]
-  length = min(length, full)
+  length = min(next(shortest * m for m in _MULTIPLES if shortest * m >= longest), full)
   return {k: v[:, :length] if v.ndim == 2 and v.shape[1] == full else v for k, v in batch.items()}
