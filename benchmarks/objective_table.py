@@ -10,7 +10,8 @@ be printed at any point of the run.
 
 Beside the grid it prints each pretraining run's last log window: the masked
 LM's accuracy (the generator's in the ELECTRA rows) and the discriminator's
-recall and precision. A masked LM stuck near 0.19 here predicts token
+recall and precision; after it, the first two along each run (CURVE_POINTS
+logged steps), which show when the masked LM left its plateau. A masked LM stuck near 0.19 here predicts token
 frequencies, and an ELECTRA discriminator with recall near 0 predicts the prior:
 fine-tuning scores from such a run say little about the objective
 (docs/experiments/2026-11-25_objective_ablation.md).
@@ -42,6 +43,10 @@ PRETRAINING = (
   ('disc_recall', 'disc recall'),
   ('disc_precision', 'disc precision'),
 )
+# The curves printed after the grid: when (and whether) the masked LM left the
+# token-frequency plateau, and the discriminator's recall with it.
+CURVES = (('mlm_accuracy', 'MLM acc'), ('disc_recall', 'disc recall'))
+CURVE_POINTS = 8
 
 
 def seeds(out: pathlib.Path, row: str, task: str, metric: str) -> tuple[list[float], dict] | None:
@@ -59,18 +64,29 @@ def seeds(out: pathlib.Path, row: str, task: str, metric: str) -> tuple[list[flo
   return [per_seed[seed]['dev']['dev'][metric] for seed in sorted(per_seed)], results[0]
 
 
-def last_window(workdir: pathlib.Path) -> dict[str, float]:
-  """The train/ scalars of a pretraining run's last logged step ({} if none)."""
-  found: dict[str, tuple[int, float]] = {}
+def train_scalars(workdir: pathlib.Path) -> dict[str, dict[int, float]]:
+  """A pretraining run's train/ scalars, {name: {step: value}}; event files are read
+  oldest first, so a resumed run's later write of a step wins."""
+  found: dict[str, dict[int, float]] = {}
   for tag, values in metric_writer.read_scalars(str(workdir)).items():
     if tag.startswith('train/'):
-      # Event files are read oldest first, and max() keeps the first of equal steps,
-      # so reversed() makes a resumed run's later write of a step win.
-      found[tag.removeprefix('train/')] = max(reversed(values), key=lambda v: v[0])
-  if not found:
+      found[tag.removeprefix('train/')] = dict(values)
+  return found
+
+
+def last_window(scalars: dict[str, dict[int, float]]) -> dict[str, float]:
+  """The scalars of the last logged step ({} if none)."""
+  if not scalars:
     return {}
-  last = max(step for step, _ in found.values())
-  return {name: value for name, (step, value) in found.items() if step == last}
+  last = max(max(by_step) for by_step in scalars.values())
+  return {name: by_step[last] for name, by_step in scalars.items() if last in by_step}
+
+
+def curve(by_step: dict[int, float], points: int = CURVE_POINTS) -> list[tuple[int, float]]:
+  """Up to `points` of a scalar's logged steps, evenly spread, the last included."""
+  steps = sorted(by_step)
+  picked = sorted({steps[round(i * (len(steps) - 1) / max(points - 1, 1))] for i in range(points)})
+  return [(step, by_step[step]) for step in picked]
 
 
 def print_table(out: pathlib.Path, budget: str, lrs: list[str]) -> None:
@@ -120,11 +136,13 @@ def print_table(out: pathlib.Path, budget: str, lrs: list[str]) -> None:
     "pretraining's last log window (MLM acc: the generator's in ELECTRA rows)"
   )
   print(f'{"row":15} {"lr":6} {"select":>6} ' + ' '.join(f'{h:>14}' for _, h in PRETRAINING))
+  scalars = {
+    (row, lr): train_scalars(out / 'pretrain' / f'{row}-lr{lr}') for row in PAPER for lr in lrs
+  }
   for row in PAPER:
     for lr in lrs:
       select = out / 'select' / f'{row}-lr{lr}' / 'results.json'
-      run = out / 'pretrain' / f'{row}-lr{lr}'
-      window = last_window(run)
+      window = last_window(scalars[row, lr])
       if not select.exists() and not window:
         continue
       score = (
@@ -136,6 +154,16 @@ def print_table(out: pathlib.Path, budget: str, lrs: list[str]) -> None:
         f'{window[tag]:>14.3f}' if tag in window else f'{"-":>14}' for tag, _ in PRETRAINING
       )
       print(f'{row:15} {lr:6} {score:>6} {figures}')
+
+  print(
+    '\nPretraining curves, step: value (a masked LM near 0.19 on the 8,000-piece vocabulary '
+    'still predicts token frequencies)'
+  )
+  for (row, lr), run in scalars.items():
+    for tag, heading in CURVES:
+      if tag in run:
+        points = '  '.join(f'{step}: {value:.3f}' for step, value in curve(run[tag]))
+        print(f'{row:15} {lr:6} {heading:12} {points}')
 
   print('\nEvery seed of the row above every BERT (mlm) seed?')
   for row in (

@@ -7,6 +7,7 @@ import pathlib
 import subprocess
 import sys
 
+from benchmarks.objective_table import curve
 from electra_jax import metric_writer
 from tests.conftest import REPO
 
@@ -72,4 +73,16 @@ def test_the_table_the_grid_and_the_verdicts(tmp_path):
   assert ['electra', '1e-3', '0.650', '0.250', '-', '0.350', '0.600'] in lines
   assert ['electra', '2e-3', '0.550', '-', '-', '-', '-'] in lines
   assert ['mlm', '1e-3', '-', '0.340', '-', '-', '-'] in lines
+  # The curves: each logged step (up to 8), the resumed run's later write winning.
+  assert ['electra', '1e-3', 'MLM', 'acc', '200:', '0.190', '400:', '0.250'] in lines
+  assert ['electra', '1e-3', 'disc', 'recall', '200:', '0.010', '400:', '0.350'] in lines
+  assert ['mlm', '1e-3', 'MLM', 'acc', '500:', '0.340'] in lines
   assert ['electra', 'sst-2:', 'yes', 'mrpc:', 'no'] in lines
+
+
+def test_a_curve_spreads_its_points_and_keeps_the_last():
+  by_step = {200 * i: i / 100 for i in range(1, 30)}  # Steps 200 to 5,800.
+  points = curve(by_step)
+  assert [step for step, _ in points] == [200, 1000, 1800, 2600, 3400, 4200, 5000, 5800]
+  assert points[-1] == (5800, 0.29)
+  assert curve({5: 1.0}) == [(5, 1.0)]
