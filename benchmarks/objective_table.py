@@ -10,11 +10,11 @@ be printed at any point of the run.
 
 Beside the grid it prints each pretraining run's last log window: the masked
 LM's accuracy (the generator's in the ELECTRA rows) and the discriminator's
-recall and precision; after it, the first two along each run (CURVE_POINTS
-logged steps), which show when the masked LM left its plateau. A masked LM stuck near 0.19 here predicts token
-frequencies, and an ELECTRA discriminator with recall near 0 predicts the prior:
-fine-tuning scores from such a run say little about the objective
-(docs/experiments/2026-11-25_objective_ablation.md).
+recall and precision; after it, the first two at CURVE_POINTS logged steps of
+each run, which show when the masked LM left its plateau. A masked LM stuck near
+0.19 here predicts token frequencies, and an ELECTRA discriminator with recall
+near 0 predicts the prior: fine-tuning scores from such a run say little about
+the objective (docs/experiments/2026-11-25_objective_ablation.md).
 """
 
 import json
