@@ -118,8 +118,13 @@ def print_table(out: pathlib.Path, budget: str, lrs: list[str]) -> None:
     lr = lr_file.read_text().strip() if lr_file.exists() else '-'
     steps = '-'
     if lr != '-':
-      meta = sorted((out / 'pretrain' / f'{row}-lr{lr}' / 'checkpoints').glob('[0-9]*'))
-      steps = meta[-1].name if meta else '-'
+      # By number: 10181 is later than 8000.
+      saved = [
+        int(p.name)
+        for p in (out / 'pretrain' / f'{row}-lr{lr}' / 'checkpoints').glob('[0-9]*')
+        if p.name.isdigit()
+      ]
+      steps = str(max(saved)) if saved else '-'
     mean = f'{statistics.mean(medians):.3f}' if len(medians) == len(TASKS) else '-'
     print(
       f'{row:15} {lr:6} {steps:>6} {cells[0]:34} {cells[1]:34} {mean:>6} '
