@@ -65,6 +65,13 @@ def get_config(size: str = 'small') -> ml_collections.ConfigDict:
   # same, and short GLUE sentences run shorter programs (one compile per
   # length). False pads every batch to max_seq_length, as the released code.
   config.trim_padding = True
+  # N > 0 sorts each run of N batches' examples by length and shuffles the
+  # epoch's batches: a batch's rows have like lengths, so trim_padding cuts it
+  # shorter (SST-2's batches of 32 at 32 batches a run: 26.7 padded tokens on
+  # average, against 63.8 for random batches). 0 draws each batch at random, as
+  # the released code does. HF transformers' group_by_length sorts runs of up to
+  # 50 batches too, but keeps each run's batches together, longest first.
+  config.length_grouped_batches = 0
   # Paraphrase and similarity tasks (MRPC, STS-B) also train on each pair
   # with its texts swapped, as the released code does (double_unordered).
   config.double_unordered = True

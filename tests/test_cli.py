@@ -68,6 +68,18 @@ def _bad_inputs(workdir: str) -> list[tuple[str, list[str], str]]:
     ('electra_jax.main', [_TINY, w, 'stray'], 'unexpected arguments stray; flags take'),
     ('electra_jax.finetune', [f'--init={workdir}', f'--glue_dir={workdir}'], '--task is required'),
     (
+      'electra_jax.finetune',
+      [
+        '--task=sst-2',
+        f'--glue_dir={data_dir() / "glue"}',
+        f'--init={workdir}',
+        f'--workdir={workdir}/grouped',
+        '--config.trim_padding=False',
+        '--config.length_grouped_batches=8',
+      ],
+      'config.length_grouped_batches: saves time only with trim_padding=True',
+    ),
+    (
       # Its own folder: the main job's cases write config.json into theirs.
       'electra_jax.export',
       [f'--workdir={empty}', f'--output={workdir}/hf'],

@@ -170,6 +170,7 @@ def test_a_killed_or_preempted_seed_resumes_to_the_same_result(pretrained_workdi
     '--config.max_seq_length=64',
     '--config.num_seeds=2',
     '--config.log_every_steps=10',
+    '--config.length_grouped_batches=4',  # A resumed epoch regroups as it was.
   )
   straight = _finetune(
     *args, f'--workdir={tmp_path / "straight"}', '--config.progress_every_seconds=0.001'

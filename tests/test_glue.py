@@ -196,6 +196,38 @@ def test_trimmed_padding_takes_two_lengths_an_octave():
   assert trimmed(100, full=100) == 100  # Never longer than the rows.
 
 
+def test_length_grouped_epochs_cut_padding_and_keep_batches_random():
+  tokenizer = tokenizers.WordPieceTokenizer(
+    str(data_dir() / 'vocab' / 'bert-base-uncased-vocab.txt')
+  )
+  train = glue.read_split(glue.get_task('sst-2'), _glue(), 'train')
+  rows = features.encode(train.subset(np.arange(4000)), tokenizer, max_seq_length=128)
+  lengths, size = rows['attention_mask'].sum(-1), 32
+
+  def batches(order: np.ndarray) -> np.ndarray:
+    return order[: len(order) // size * size].reshape(-1, size)
+
+  def padded_tokens(order: np.ndarray) -> float:
+    cut = lambda b: features.trim_padding({k: v[b] for k, v in rows.items()})
+    return float(np.mean([cut(b)['input_ids'].shape[1] for b in batches(order)]))
+
+  # Off, the order is the permutation that runs before this option drew: old runs repeat.
+  plain = features.epoch_order(3, 1, lengths, size)
+  np.testing.assert_array_equal(plain, np.random.default_rng([3, 1]).permutation(4000))
+  grouped = features.epoch_order(3, 1, lengths, size, group_batches=8)
+  assert sorted(grouped) == list(range(4000))  # Every example, once.
+  np.testing.assert_array_equal(grouped, features.epoch_order(3, 1, lengths, size, 8))
+  assert padded_tokens(grouped) < 0.6 * padded_tokens(plain)
+  # Rows of a batch are length neighbours, yet the batches' lengths come in no order,
+  # and another epoch makes other batches.
+  spread = lambda order: np.mean(np.ptp(lengths[batches(order)], axis=1))
+  assert spread(grouped) < 0.25 * spread(plain)
+  longest = lengths[batches(grouped)].max(axis=1)
+  assert 0.3 < np.mean(np.diff(longest) > 0) < 0.7
+  other = features.epoch_order(3, 2, lengths, size, 8)
+  assert not {frozenset(b) for b in batches(grouped)} & {frozenset(b) for b in batches(other)}
+
+
 def test_trimmed_padding_changes_no_output():
   tokenizer = tokenizers.WordPieceTokenizer(
     str(data_dir() / 'vocab' / 'bert-base-uncased-vocab.txt')

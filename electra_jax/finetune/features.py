@@ -79,3 +79,30 @@ def trim_padding(batch: Features, shortest: int = 16) -> Features:
   full = batch['input_ids'].shape[1]
   length = min(next(shortest * m for m in _MULTIPLES if shortest * m >= longest), full)
   return {k: v[:, :length] if v.ndim == 2 and v.shape[1] == full else v for k, v in batch.items()}
+
+
+def epoch_order(
+  seed: int, epoch: int, lengths: np.ndarray, batch_size: int, group_batches: int = 0
+) -> np.ndarray:
+  """The training examples' order for one epoch of `seed`: a fresh permutation.
+
+  With `group_batches` > 0, each run of group_batches x batch_size examples of it is
+  sorted by length, and the order of the epoch's full batches is then shuffled: a
+  batch holds examples of similar lengths, so trim_padding cuts it shorter, while
+  which examples meet in a batch, and when, stays random. The last
+  len(lengths) % batch_size examples still sit the epoch out.
+  """
+  rng = np.random.default_rng([seed, epoch])
+  order = rng.permutation(len(lengths))
+  if not group_batches:
+    return order
+  span = group_batches * batch_size
+  order = np.concatenate(
+    [
+      group[np.argsort(lengths[group], kind='stable')]
+      for group in np.split(order, range(span, len(order), span))
+    ]
+  )
+  full = len(order) // batch_size * batch_size
+  batches = order[:full].reshape(-1, batch_size)[rng.permutation(full // batch_size)]
+  return np.concatenate([batches.reshape(-1), order[full:]])

@@ -71,6 +71,16 @@ def validate(config: ml_collections.ConfigDict) -> None:
       'must be > 0, or None for the task default',
     ),
     ('max_seq_length', config.max_seq_length >= 8, 'must be >= 8'),
+    (
+      'length_grouped_batches',
+      isinstance(config.length_grouped_batches, int) and config.length_grouped_batches >= 0,
+      'must be an integer >= 0 (0: off)',
+    ),
+    (
+      'length_grouped_batches',
+      not config.length_grouped_batches or config.trim_padding,
+      'saves time only with trim_padding=True, which is off; set both, or 0',
+    ),
     ('checkpoint.every_minutes', config.checkpoint.every_minutes >= 0, 'must be >= 0 (0: off)'),
     (
       'model.scan_unroll',
@@ -331,7 +341,7 @@ def run_seed(
     step, state, history = restored
     params, opt_state = state['params'], state['opt_state']
     logging.info('seed %d: resumed at step %d of %d', seed, step, programs.num_steps)
-  n, batch_size = len(data.train['input_ids']), config.batch_size
+  batch_size = config.batch_size
   out_dir = _seed_dir(workdir, seed)
   writer = metric_writer.MetricWriter(out_dir)
 
@@ -355,9 +365,10 @@ def run_seed(
     }
 
   per_epoch, losses, start = programs.steps_per_epoch, [], time.perf_counter()
+  lengths = data.train['attention_mask'].sum(axis=-1)
   try:
     for epoch in range(len(history), -(-programs.num_steps // per_epoch)):
-      order = np.random.default_rng([seed, epoch]).permutation(n)
+      order = features.epoch_order(seed, epoch, lengths, batch_size, config.length_grouped_batches)
       first = epoch * per_epoch  # A resumed seed starts mid-epoch.
       while step < min(first + per_epoch, programs.num_steps):
         rows = order[(step - first) * batch_size :][:batch_size]
