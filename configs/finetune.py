@@ -67,8 +67,9 @@ def get_config(size: str = 'small') -> ml_collections.ConfigDict:
   config.trim_padding = True
   # N > 0 sorts each run of N batches' examples by length and shuffles the
   # epoch's batches: a batch's rows have like lengths, so trim_padding cuts it
-  # shorter (SST-2's batches of 32 at 32 batches a run: 26.7 padded tokens on
-  # average, against 63.8 for random batches). 0 draws each batch at random, as
+  # shorter (SST-2's batches of 32 at 32 batches a run, 8,000-piece tokenizer:
+  # 26.7 padded tokens on average, against 63.8 for random batches; its seeds
+  # train in 0.35 of the time). 0 draws each batch at random, as
   # the released code does. HF transformers' group_by_length sorts runs of up to
   # 50 batches too, but keeps each run's batches together, longest first.
   config.length_grouped_batches = 0
