@@ -61,6 +61,7 @@ if ! [[ $lanes =~ ^[1-9][0-9]*$ ]] || ((lanes > $(nproc))); then
     "process may use (nproc)" >&2
   exit 2
 fi
+mkdir -p "$out"
 # The data and model of the recipe (benchmarks/cpu_recipe.sh), PRETRAIN_FLAGS included:
 # $model.
 source "$(dirname "$0")/cpu_recipe.sh"
@@ -72,13 +73,24 @@ steps_for() {  # Train steps that spend the budget, for objective $1.
   python -m electra_jax.flops "${model[@]}" --config.objective.name="$1" --budget_tflop="$budget"
 }
 
+timed() {  # timed JOB COMMAND...: runs it, then adds "JOB<TAB>seconds<TAB>lane" to
+  # OUT/times.tsv; a table run in pieces sums its pieces, and objective_table.py prints
+  # each lane's total.
+  local job=$1 start
+  shift
+  start=$(date +%s)
+  "$@"
+  printf '%s\t%d\t%s\n' "$job" $(($(date +%s) - start)) "${lane:-0}" >> "$out/times.tsv"
+}
+
 finetune() {  # finetune TASK INIT OUT [flags...]: skipped if OUT/results.json exists.
   local task=$1 init=$2 run=$3
   shift 3
   [[ -f $run/results.json ]] && return
   # Length-grouped batches: an SST-2 seed in 9 minutes of a core instead of 25, with
   # BERT's and ELECTRA's medians within 0.005 of random batches' (performance.md).
-  python -m electra_jax.finetune --task="$task" --glue_dir="$data/glue" --init="$init" \
+  timed "finetune ${run#"$out"/}" \
+    python -m electra_jax.finetune --task="$task" --glue_dir="$data/glue" --init="$init" \
     --workdir="$run" --config.num_seeds=3 --config.length_grouped_batches=32 "$@" \
     "${finetune_flags[@]}" | tail -1
 }
@@ -105,7 +117,8 @@ run_row() {  # run_row ROW: its learning-rate grid, then the paper protocol at t
   steps=$(steps_for "$name")
   for lr in "${lrs[@]}"; do
     run=$out/pretrain/$row-lr$lr
-    python -m electra_jax.main "${model[@]}" --workdir="$run" --config.objective.name="$name" \
+    timed "pretrain ${run#"$out"/}" \
+      python -m electra_jax.main "${model[@]}" --workdir="$run" --config.objective.name="$name" \
       --config.objective.temperature="$(temperature "$row")" --config.learning_rate="$lr" \
       --config.num_train_steps="$steps" --config.warmup_steps=$((steps / 10))
     finetune sst-2 "$run" "$out/select/$row-lr$lr" "${few_labels[@]}"

@@ -8,6 +8,8 @@ seed in its subfolders, when each seed ran as its own process), OUT/select/ROW-l
 pretraining run's TensorBoard events; rows not run yet are left out, so it can
 be printed at any point of the run.
 
+Last, the time each lane spent, from OUT/times.tsv (every piece of a run in pieces).
+
 Beside the grid it prints each pretraining run's last log window: the masked
 LM's accuracy (the generator's in the ELECTRA rows) and the discriminator's
 recall and precision; after it, the first two at CURVE_POINTS logged steps of
@@ -189,5 +191,28 @@ def print_table(out: pathlib.Path, budget: str, lrs: list[str]) -> None:
       print(f'{row:15} ' + '   '.join(verdicts))
 
 
+def lane_seconds(out: pathlib.Path) -> dict[str, int]:
+  """Seconds each lane spent on its jobs, summed over the pieces of the run:
+  objective_ablation.sh writes "JOB<TAB>seconds<TAB>lane" to OUT/times.tsv."""
+  lanes: dict[str, int] = {}
+  path = out / 'times.tsv'
+  for line in path.read_text().splitlines() if path.exists() else []:
+    _, seconds, lane = line.split('\t')
+    lanes[lane] = lanes.get(lane, 0) + int(seconds)
+  return dict(sorted(lanes.items()))
+
+
+def print_times(out: pathlib.Path) -> None:
+  lanes = lane_seconds(out)
+  if lanes:
+    print(
+      '\nTime (OUT/times.tsv): '
+      + ', '.join(f'lane {lane} {s / 3600:.2f} h' for lane, s in lanes.items())
+      + f'; {sum(lanes.values()) / 60:.0f} job-minutes in all. The slowest lane is the '
+      "table's time, if its pieces ran back to back."
+    )
+
+
 if __name__ == '__main__':
   print_table(pathlib.Path(sys.argv[1]), sys.argv[2], sys.argv[3:])
+  print_times(pathlib.Path(sys.argv[1]))
