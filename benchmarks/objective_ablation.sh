@@ -34,6 +34,8 @@
 # Source launch/xla_flags.sh for the platform first. Rerunning the command resumes:
 # pretraining continues from its newest checkpoint (a finished one only restores)
 # and fine-tuning runs whose results.json exists are skipped, so it runs in pieces.
+# Each job's wall time goes to OUT/times.tsv, and the table ends with each lane's
+# total over all the pieces.
 # ROWS='electra_t3 mlm' limits the rows; PRETRAIN_FLAGS adds flags to every
 # pretraining run and its FLOPs count, after the recipe's (a larger model on a GPU:
 # '--config.model.num_layers=12 --config.model.hidden_size=256 ...'), and
