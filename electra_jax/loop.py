@@ -92,12 +92,16 @@ class Progress:
     self._last = 0.0
 
   @classmethod
-  def for_pretraining(cls, config: ml_collections.ConfigDict) -> 'Progress':
+  def for_pretraining(cls, config: ml_collections.ConfigDict, end: int) -> 'Progress':
+    """Counts to `end`, which is config.num_train_steps unless the run stops before."""
     return cls(
-      config.num_train_steps,
+      end,
       every_seconds=config.progress_every_seconds,
       per_step=config.batch_size * config.max_seq_length,
       unit='tokens',
+      label=''
+      if end == config.num_train_steps
+      else f'to step {end:,} of {config.num_train_steps:,}',
     )
 
   def update(self, finished: int) -> None:

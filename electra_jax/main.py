@@ -1,7 +1,7 @@
 """Pretrains ELECTRA.
 
   python -m electra_jax.main --config=configs/small.py --workdir=DIR \
-      --config.data.prepared_dir=PREPARED [--config.key=value ...]
+      --config.data.prepared_dir=PREPARED [--config.key=value ...] [--stop_at_step=N]
 
 With --config.data.corpus=SPEC instead of a prepared directory, the corpus is
 prepared into DIR/data first (see electra_jax/prepare_data.py).
@@ -20,6 +20,14 @@ _CONFIG = config_flags.DEFINE_config_file(
 )
 _WORKDIR = flags.DEFINE_string(
   'workdir', None, 'Directory for checkpoints, TensorBoard event files and the tokenizer.'
+)
+_STOP_AT_STEP = flags.DEFINE_integer(
+  'stop_at_step',
+  None,
+  'Save and stop once this step is done, on the schedule of config.num_train_steps; a '
+  'rerun without it goes on, bit for bit as one run. For comparing settings on a '
+  "prefix of their runs (benchmarks/objective_ablation.sh's learning rates).",
+  lower_bound=1,
 )
 flags.mark_flags_as_required(['config', 'workdir'])
 
@@ -56,7 +64,7 @@ def _maybe_initialize_distributed() -> None:
 def main(argv: list[str]) -> None:
   del argv  # cli.run refuses words that are not flags.
   _maybe_initialize_distributed()
-  train.train_and_evaluate(_CONFIG.value, _WORKDIR.value)
+  train.train_and_evaluate(_CONFIG.value, _WORKDIR.value, _STOP_AT_STEP.value)
 
 
 if __name__ == '__main__':

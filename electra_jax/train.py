@@ -347,14 +347,15 @@ def _report_end(
   seconds: float,
   last: dict[str, float],
   checkpoints: epath.Path,
-  preempted: bool,
+  how: str,
 ) -> None:
-  """The closing line: steps, time, the last metrics and where the checkpoint is."""
+  """The closing line: how the run ended, steps, time, the last metrics and where the
+  checkpoint is."""
   step = int(state.step)
   figures = ', '.join(f'{k} {last[k]:.4g}' for k in loop.LEARNING if k in last)
   logging.info(
     '%s at step %s: %s steps in %s%s; the checkpoint is in %s/%d',
-    'Stopped for preemption' if preempted else 'Finished',
+    how,
     f'{step:,}',
     f'{step - first_step:,}',
     loop.duration(seconds),
@@ -413,8 +414,15 @@ def _init_from(config: ml_collections.ConfigDict, state: TrainState, tokenizer_s
   return state.replace(params=params)
 
 
-def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> TrainState:
-  """Pretrains ELECTRA as `config` says; logs, TensorBoard and checkpoints go to `workdir`."""
+def train_and_evaluate(
+  config: ml_collections.ConfigDict, workdir: str, stop_at_step: int | None = None
+) -> TrainState:
+  """Pretrains ELECTRA as `config` says; logs, TensorBoard and checkpoints go to `workdir`.
+
+  With `stop_at_step`, the run saves and stops once that step is done, on the
+  schedule of config.num_train_steps: a later call without it continues to the
+  end, and the whole is the same run, bit for bit, as one that never stopped.
+  """
   # --- Config
   config_lib.validate(config)
   epath.Path(workdir).mkdir(parents=True, exist_ok=True)
@@ -509,14 +517,15 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> Train
     writer = metric_writer.MetricWriter(workdir)
     first_step = int(state.step)
     log = loop.MetricsLog(writer, loop.ThroughputMeter(first_step, config, peak), config)
-    progress = loop.Progress.for_pretraining(config)
+    end = min(config.num_train_steps, stop_at_step or config.num_train_steps)
+    progress = loop.Progress.for_pretraining(config, end)
     preemption = loop.Preemption()
     preempted, loop_start = False, time.monotonic()
     in_flight: collections.deque[jax.Array] = collections.deque()  # Dispatched steps' losses.
     saver = checkpointing.AsyncSaver(manager, config.checkpoint.max_failed_saves_in_a_row)
     timed_saves = loop.TimedSaves(config)
     try:
-      for step in range(first_step, config.num_train_steps):
+      for step in range(first_step, end):
         batch = sharding.make_global_batch(next(batches), batch_sharding)
         state, metrics = train_step(state, batch)
         done = step + 1
@@ -531,14 +540,14 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> Train
         # Reading the windows that ended before this step lets this step run meanwhile.
         log.write(before_step=done)
         saver.report_finished()
-        if held_out and (done % config.eval.every_steps == 0 or done == config.num_train_steps):
+        if held_out and (done % config.eval.every_steps == 0 or done == end):
           start = time.perf_counter()
           writer.write(done, held_out.run(state.params), prefix='eval')
           log.exclude(time.perf_counter() - start)  # Throughput counts training only.
 
         # Both are asked at every step by every process, which they may synchronise.
         preempted, timed = preemption.reached(done), timed_saves.due(done)
-        if manager.should_save(done) or done == config.num_train_steps or preempted or timed:
+        if manager.should_save(done) or done == end or preempted or timed:
           # Metrics up to this step reach disk before its checkpoint does, so
           # a crash never loses metrics of steps that a resume will not redo.
           log.write()
@@ -555,8 +564,17 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> Train
           break
       log.write()
       saver.wait()  # The final checkpoint must be on disk before the run reports success.
+      how = 'Finished'
+      if preempted:
+        how = 'Stopped for preemption'
+      elif first_step > end:
+        how = f'Nothing to train (restored past stop_at_step {end:,})'
+      elif end < config.num_train_steps:
+        how = (
+          f'Stopped as asked (a rerun without stop_at_step goes on to {config.num_train_steps:,})'
+        )
       _report_end(
-        state, first_step, time.monotonic() - loop_start, log.last, manager.directory, preempted
+        state, first_step, time.monotonic() - loop_start, log.last, manager.directory, how
       )
       if preempted:
         raise loop.Preempted(

@@ -132,6 +132,34 @@ def test_exact_resume_after_sigkill(tmp_path, prepared_tiny, run_a):
     np.testing.assert_array_equal(x, y)
 
 
+def test_a_run_stopped_at_a_step_then_rerun_is_one_run(tmp_path, prepared_tiny, run_a):
+  # objective_ablation.sh compares learning rates at such a stop, then runs the
+  # winner on: its result must be the uninterrupted run's.
+  workdir = tmp_path / 'in_two'
+  args = _args(
+    prepared_tiny,
+    '--config.num_train_steps=40',
+    '--config.checkpoint.every_steps=10',
+    '--config.progress_every_seconds=0.001',
+  )
+  first = run_main(workdir, *args, '--stop_at_step=25')
+  assert first.returncode == 0, first.stderr[-3000:]
+  assert 'Stopped as asked (a rerun without stop_at_step goes on to 40) at step 25:' in first.stderr
+  assert '] to step 25 of 40: step ' in first.stderr  # The progress line counts to the stop.
+  saved = sorted(int(p.name) for p in (workdir / 'checkpoints').iterdir() if p.name.isdigit())
+  assert saved == [10, 20, 25]
+
+  rest = run_main(workdir, *args)
+  assert rest.returncode == 0, rest.stderr[-3000:]
+  assert 'Resumed at step 25 ' in rest.stderr
+  a, b = _last_per_step(run_a), _last_per_step(workdir)
+  assert set(a) == set(b)
+  for tag in a:
+    assert a[tag] == b[tag], tag
+  for x, y in zip(_params(run_a, 40), _params(workdir, 40), strict=True):
+    np.testing.assert_array_equal(x, y)
+
+
 def test_sigterm_saves_within_max_steps_ahead_and_resumes(tmp_path, prepared_tiny):
   # Slow steps (a large batch), and metrics read only at the end: only
   # max_steps_ahead keeps the host from dispatching far beyond the device. A
