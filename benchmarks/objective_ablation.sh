@@ -30,6 +30,13 @@
 # pretraining window (benchmarks/objective_table.py). 5e-4, the paper's Small rate,
 # lost that selection for ELECTRA (temperature 3) and BERT at 200 TFLOP, so it is
 # not in the default grid (docs/experiments/2026-11-25_objective_ablation.md).
+# With two rates or more, they are compared at SELECT_AT (default 0.5) of the steps,
+# on the learning-rate schedule of the whole run: each run stops there (main's
+# --stop_at_step), and only the chosen one goes on to the end, where it is bit for
+# bit the run that never stopped. The grid's second rate then costs half a run, not
+# a whole one: pretraining at two rates is most of the table's time. SELECT_AT=1
+# compares whole runs. BERT at 200 TFLOP leaves the masked LM's token-frequency
+# plateau at about 40% of its steps, and lr 2e-3 never did: half-way shows both.
 #
 # Source launch/xla_flags.sh for the platform first. Rerunning the command resumes:
 # pretraining continues from its newest checkpoint (a finished one only restores)
@@ -58,6 +65,12 @@ read -r -a lrs <<< "${LRS:-1e-3 2e-3}"
 read -r -a rows <<< "${ROWS:-electra_t3 mlm electra electra_15 replace_mlm all_tokens_mlm}"
 read -r -a finetune_flags <<< "${FINETUNE_FLAGS:-}"
 lanes=${PARALLEL:-1}
+select_at=${SELECT_AT:-0.5}
+if ! python -c 'import sys; sys.exit(not 0 < float(sys.argv[1]) <= 1)' "$select_at" 2> /dev/null; then
+  echo "error: SELECT_AT=$select_at: give the share of each run's steps, above 0 and at" \
+    "most 1, at which the learning rates are compared (1: whole runs)" >&2
+  exit 2
+fi
 if ! [[ $lanes =~ ^[1-9][0-9]*$ ]] || ((lanes > $(nproc))); then
   echo "error: PARALLEL=$lanes: give a number of lanes from 1 to the $(nproc) cores this" \
     "process may use (nproc)" >&2
@@ -113,24 +126,37 @@ paper_finetune() {  # paper_finetune NAME INIT [flags...]: SST-2 and MRPC, paper
   done
 }
 
+pretrain() {  # pretrain ROW LR STEPS [main's flags...]: resumes from its newest checkpoint.
+  local row=$1 lr=$2 steps=$3 run=$out/pretrain/$1-lr$2
+  shift 3
+  timed "pretrain ${run#"$out"/}" \
+    python -m electra_jax.main "${model[@]}" --workdir="$run" \
+    --config.objective.name="$(objective "$row")" \
+    --config.objective.temperature="$(temperature "$row")" --config.learning_rate="$lr" \
+    --config.num_train_steps="$steps" --config.warmup_steps=$((steps / 10)) "$@"
+}
+
 run_row() {  # run_row ROW: its learning-rate grid, then the paper protocol at the best rate.
-  local row=$1 name steps best_lr='' best=-1 lr run score
-  name=$(objective "$row")
-  steps=$(steps_for "$name")
+  local row=$1 steps compare_at best_lr='' best=-1 lr score
+  steps=$(steps_for "$(objective "$row")")
+  compare_at=$steps
+  if ((${#lrs[@]} > 1)); then
+    compare_at=$(python -c 'import sys; print(round(int(sys.argv[1]) * float(sys.argv[2])))' \
+      "$steps" "$select_at")
+  fi
   for lr in "${lrs[@]}"; do
-    run=$out/pretrain/$row-lr$lr
-    timed "pretrain ${run#"$out"/}" \
-      python -m electra_jax.main "${model[@]}" --workdir="$run" --config.objective.name="$name" \
-      --config.objective.temperature="$(temperature "$row")" --config.learning_rate="$lr" \
-      --config.num_train_steps="$steps" --config.warmup_steps=$((steps / 10))
-    finetune sst-2 "$run" "$out/select/$row-lr$lr" "${few_labels[@]}"
+    # A run past compare_at (the chosen one, on a rerun) only restores.
+    pretrain "$row" "$lr" "$steps" --stop_at_step="$compare_at"
+    finetune sst-2 "$out/pretrain/$row-lr$lr" "$out/select/$row-lr$lr" "${few_labels[@]}"
     score=$(median "$out/select/$row-lr$lr/results.json" accuracy)
     if python -c "import sys; sys.exit(not float(sys.argv[1]) > float(sys.argv[2]))" \
         "$score" "$best"; then
       best_lr=$lr best=$score
     fi
   done
-  echo "$row: learning rate $best_lr (1,000-example SST-2 median $best)"
+  echo "$row: learning rate $best_lr (1,000-example SST-2 median $best at step $compare_at" \
+    "of $steps)"
+  ((compare_at == steps)) || pretrain "$row" "$best_lr" "$steps"
   paper_finetune "$row" "$out/pretrain/$row-lr$best_lr"
   echo "$best_lr" > "$out/pretrain/$row.lr"
   if [[ ${RANDOM_INIT:-1} != 0 && ($row == "${rows[1]:-}" || ${#rows[@]} == 1) ]]; then

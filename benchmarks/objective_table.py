@@ -4,9 +4,9 @@
 
 Reads OUT/finetune/TASK-ROW/results.json (paper protocol; or one results.json per
 seed in its subfolders, when each seed ran as its own process), OUT/select/ROW-lrLR
-(the learning-rate grid), OUT/pretrain/ROW.lr (each row's chosen rate) and each
-pretraining run's TensorBoard events; rows not run yet are left out, so it can
-be printed at any point of the run.
+(the learning-rate grid, and the pretraining step it compared), OUT/pretrain/ROW.lr
+(each row's chosen rate) and each pretraining run's checkpoints and TensorBoard
+events; rows not run yet are left out, so it can be printed at any point of the run.
 
 Last, the time each lane spent, from OUT/times.tsv (every piece of a run in pieces).
 
@@ -91,6 +91,13 @@ def curve(by_step: dict[int, float], points: int = CURVE_POINTS) -> list[tuple[i
   return [(step, by_step[step]) for step in picked]
 
 
+def trained_steps(run: pathlib.Path) -> str:
+  """The step of a pretraining run's newest checkpoint ('-' if none)."""
+  # By number: 10181 is later than 8000.
+  saved = [int(p.name) for p in (run / 'checkpoints').glob('[0-9]*') if p.name.isdigit()]
+  return str(max(saved)) if saved else '-'
+
+
 def print_table(out: pathlib.Path, budget: str, lrs: list[str]) -> None:
   print(
     f"Each row: {budget} TFLOP of pretraining; fine-tuning under the paper's protocol, "
@@ -118,15 +125,7 @@ def print_table(out: pathlib.Path, budget: str, lrs: list[str]) -> None:
       continue
     lr_file = out / 'pretrain' / f'{row}.lr'
     lr = lr_file.read_text().strip() if lr_file.exists() else '-'
-    steps = '-'
-    if lr != '-':
-      # By number: 10181 is later than 8000.
-      saved = [
-        int(p.name)
-        for p in (out / 'pretrain' / f'{row}-lr{lr}' / 'checkpoints').glob('[0-9]*')
-        if p.name.isdigit()
-      ]
-      steps = str(max(saved)) if saved else '-'
+    steps = trained_steps(out / 'pretrain' / f'{row}-lr{lr}') if lr != '-' else '-'
     mean = f'{statistics.mean(medians):.3f}' if len(medians) == len(TASKS) else '-'
     print(
       f'{row:15} {lr:6} {steps:>6} {cells[0]:34} {cells[1]:34} {mean:>6} '
@@ -139,10 +138,15 @@ def print_table(out: pathlib.Path, budget: str, lrs: list[str]) -> None:
     )
 
   print(
-    '\nLearning-rate grid: median dev accuracy on 1,000 SST-2 examples (3 seeds), and '
-    "pretraining's last log window (MLM acc: the generator's in ELECTRA rows)"
+    '\nLearning-rate grid: median dev accuracy on 1,000 SST-2 examples (3 seeds) of the '
+    'checkpoint at step "at"; the run trained to step "trained" (only the chosen rate '
+    "goes on past the comparison), and its last log window (MLM acc: the generator's in "
+    'ELECTRA rows)'
   )
-  print(f'{"row":15} {"lr":6} {"select":>6} ' + ' '.join(f'{h:>14}' for _, h in PRETRAINING))
+  print(
+    f'{"row":15} {"lr":6} {"select":>6} {"at":>6} {"trained":>7} '
+    + ' '.join(f'{h:>14}' for _, h in PRETRAINING)
+  )
   scalars = {
     (row, lr): train_scalars(out / 'pretrain' / f'{row}-lr{lr}') for row in PAPER for lr in lrs
   }
@@ -152,15 +156,16 @@ def print_table(out: pathlib.Path, budget: str, lrs: list[str]) -> None:
       window = last_window(scalars[row, lr])
       if not select.exists() and not window:
         continue
-      score = (
-        f'{json.loads(select.read_text())["median"]["dev"]["accuracy"]:.3f}'
-        if select.exists()
-        else '-'
-      )
+      score, at = '-', '-'
+      if select.exists():
+        selected = json.loads(select.read_text())
+        score = f'{selected["median"]["dev"]["accuracy"]:.3f}'
+        at = str(selected['pretraining_step'])
+      trained = trained_steps(out / 'pretrain' / f'{row}-lr{lr}')
       figures = ' '.join(
         f'{window[tag]:>14.3f}' if tag in window else f'{"-":>14}' for tag, _ in PRETRAINING
       )
-      print(f'{row:15} {lr:6} {score:>6} {figures}')
+      print(f'{row:15} {lr:6} {score:>6} {at:>6} {trained:>7} {figures}')
 
   print(
     '\nPretraining curves, step: value (a masked LM near 0.19 on the 8,000-piece vocabulary '

@@ -13,12 +13,18 @@ from tests.conftest import REPO
 
 
 def _results(
-  path: pathlib.Path, metric: str, values: list[float], constant: float, first_seed: int = 0
+  path: pathlib.Path,
+  metric: str,
+  values: list[float],
+  constant: float,
+  first_seed: int = 0,
+  pretraining_step: int = 1000,
 ) -> None:
   path.mkdir(parents=True)
   path.joinpath('results.json').write_text(
     json.dumps(
       {
+        'pretraining_step': pretraining_step,
         'seeds': {str(first_seed + i): {'dev': {'dev': {metric: v}}} for i, v in enumerate(values)},
         'median': {'dev': {metric: sorted(values)[len(values) // 2]}},
         'constant_baseline': {'answer': '1', 'dev': {'dev': {metric: constant}}},
@@ -48,8 +54,10 @@ def test_the_table_the_grid_and_the_verdicts(tmp_path):
   _pretraining(out / 'pretrain/mlm-lr1e-3', [(1000, {'mlm_accuracy': 0.34})])
   (out / 'pretrain/electra.lr').write_text('1e-3\n')
   (out / 'pretrain/mlm.lr').write_text('1e-3\n')
-  _results(out / 'select/electra-lr1e-3', 'accuracy', [0.6, 0.7, 0.65], 0.5)
-  _results(out / 'select/electra-lr2e-3', 'accuracy', [0.5, 0.6, 0.55], 0.5)
+  # The grid's rates were compared at step 200; only the chosen one went on.
+  _pretraining(out / 'pretrain/electra-lr2e-3', [(200, {**gen, 'disc_recall': 0.02})])
+  _results(out / 'select/electra-lr1e-3', 'accuracy', [0.6, 0.7, 0.65], 0.5, pretraining_step=200)
+  _results(out / 'select/electra-lr2e-3', 'accuracy', [0.5, 0.6, 0.55], 0.5, pretraining_step=200)
   _results(out / 'finetune/sst-2-electra', 'accuracy', [0.82, 0.83, 0.81], 0.509)
   _results(out / 'finetune/mrpc-electra', 'f1', [0.80, 0.79, 0.81], 0.812)
   # BERT's SST-2 seeds ran as processes of their own, one folder each.
@@ -78,10 +86,11 @@ def test_the_table_the_grid_and_the_verdicts(tmp_path):
   assert ['mlm', '1e-3', '1000', '0.800,', '0.790,', '0.805', '(0.800)'] == lines[3][:7]
   assert lines[3][-2:] == ['0.800', '82.2']
   assert ['constant', 'answer', '0.812', '(always', '1)'] in lines
-  # The grid: selection median, then MLM acc, main MLM acc, disc recall, disc precision.
-  assert ['electra', '1e-3', '0.650', '0.250', '-', '0.350', '0.600'] in lines
-  assert ['electra', '2e-3', '0.550', '-', '-', '-', '-'] in lines
-  assert ['mlm', '1e-3', '-', '0.340', '-', '-', '-'] in lines
+  # The grid: selection median and the step it read, the step the run trained to, then
+  # MLM acc, main MLM acc, disc recall, disc precision of its last window.
+  assert ['electra', '1e-3', '0.650', '200', '400', '0.250', '-', '0.350', '0.600'] in lines
+  assert ['electra', '2e-3', '0.550', '200', '200', '0.190', '-', '0.020', '0.600'] in lines
+  assert ['mlm', '1e-3', '-', '-', '1000', '0.340', '-', '-', '-'] in lines
   # The curves: each logged step (up to 8), the resumed run's later write winning.
   assert ['electra', '1e-3', 'MLM', 'acc', '200:', '0.190', '400:', '0.250'] in lines
   assert ['electra', '1e-3', 'disc', 'recall', '200:', '0.010', '400:', '0.350'] in lines

@@ -1,0 +1,100 @@
+"""benchmarks/objective_ablation.sh's learning-rate grid, end to end on a tiny model and
+real text: the rates are compared part way through their runs, and only the chosen
+run goes on to the end."""
+
+import json
+import os
+import pathlib
+import re
+import subprocess
+import sys
+
+from tests.conftest import REPO, data_dir, prepared_tiny  # noqa: F401 (a fixture)
+
+
+def _ablation(out: pathlib.Path, budget: str, **env: str) -> subprocess.CompletedProcess:
+  return subprocess.run(
+    ['bash', 'benchmarks/objective_ablation.sh', str(out), budget],
+    cwd=REPO,
+    capture_output=True,
+    text=True,
+    timeout=900,
+    env={**os.environ, 'ELECTRA_JAX_DATA': str(data_dir()), 'JAX_PLATFORMS': 'cpu', **env},
+  )
+
+
+def _newest_checkpoint(run: pathlib.Path) -> int:
+  return max(int(p.name) for p in (run / 'checkpoints').iterdir() if p.name.isdigit())
+
+
+def test_the_grid_compares_rates_half_way_and_only_the_chosen_run_goes_on(
+  tmp_path,
+  prepared_tiny,  # noqa: F811
+):
+  env = {
+    # The tiny corpus instead of the recipe's (cpu_recipe.sh), and a smaller model.
+    'prepared': prepared_tiny,
+    'vocab_size': '2000',
+    'PRETRAIN_FLAGS': '--config.max_seq_length=64 --config.model.num_layers=2 '
+    '--config.model.scan_unroll=2',
+    'FINETUNE_FLAGS': '--config.max_train_examples=32 --config.num_train_epochs=1 '
+    '--config.max_seq_length=64',
+    'ROWS': 'mlm',
+    'LRS': '1e-3 2e-3',
+    'RANDOM_INIT': '0',
+  }
+  model = subprocess.run(
+    ['bash', '-c', 'source benchmarks/cpu_recipe.sh && printf "%s\\n" "${model[@]}"'],
+    cwd=REPO,
+    env={**os.environ, **env},
+    capture_output=True,
+    text=True,
+    check=True,
+  ).stdout.splitlines()
+  per_step = subprocess.run(
+    [sys.executable, '-m', 'electra_jax.flops', *model, '--config.objective.name=mlm'],
+    cwd=REPO,
+    capture_output=True,
+    text=True,
+    check=True,
+  ).stdout
+  budget = repr(10 * float(per_step) / 1e12)  # 10 steps; compared at step 5.
+
+  refused = _ablation(tmp_path / 'refused', budget, **env, SELECT_AT='0')
+  assert refused.returncode == 2 and 'error: SELECT_AT=0: ' in refused.stderr
+
+  out = tmp_path / 'abl'
+  done = _ablation(out, budget, **env)
+  assert done.returncode == 0, done.stderr[-3000:]
+  chosen = (out / 'pretrain' / 'mlm.lr').read_text().strip()
+  other = {'1e-3': '2e-3', '2e-3': '1e-3'}[chosen]
+  scores = {}
+  for lr in ('1e-3', '2e-3'):
+    selected = json.loads((out / 'select' / f'mlm-lr{lr}' / 'results.json').read_text())
+    assert selected['pretraining_step'] == 5, lr  # Both compared at the same step.
+    scores[lr] = selected['median']['dev']['accuracy']
+  assert scores[chosen] >= scores[other]
+  assert f'mlm: learning rate {chosen} (1,000-example SST-2 median ' in done.stdout
+  assert 'at step 5 of 10)' in done.stdout
+  assert _newest_checkpoint(out / 'pretrain' / f'mlm-lr{other}') == 5
+  assert _newest_checkpoint(out / 'pretrain' / f'mlm-lr{chosen}') == 10
+  assert 'Resumed at step 5 ' in done.stderr  # The chosen run went on from its stop.
+  for task in ('sst-2', 'mrpc'):
+    results = json.loads((out / 'finetune' / f'{task}-mlm' / 'results.json').read_text())
+    assert results['pretraining_step'] == 10
+  # Pretraining in three pieces (two to step 5, one on to 10), two selections, two tasks.
+  jobs = [line.split('\t')[0] for line in (out / 'times.tsv').read_text().splitlines()]
+  assert sorted(jobs) == sorted(
+    [
+      'pretrain pretrain/mlm-lr1e-3',
+      'pretrain pretrain/mlm-lr2e-3',
+      f'pretrain pretrain/mlm-lr{chosen}',
+      'finetune select/mlm-lr1e-3',
+      'finetune select/mlm-lr2e-3',
+      'finetune finetune/sst-2-mlm',
+      'finetune finetune/mrpc-mlm',
+    ]
+  )
+  # The table's grid: the step each selection read, and the step each run trained to.
+  assert re.search(rf'^mlm +{chosen} +0\.\d+ +5 +10 ', done.stdout, re.M), done.stdout
+  assert re.search(rf'^mlm +{other} +0\.\d+ +5 +5 ', done.stdout, re.M), done.stdout
