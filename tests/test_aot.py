@@ -295,6 +295,9 @@ def test_local_devices_that_report_no_memory_need_a_figure():
   )
 
 
+# Half a minute; test_local_devices_compile_against_the_memory_given compiles against
+# a memory figure the same way.
+@pytest.mark.heavy
 def test_local_search_reports_when_no_batch_fits():
   # 5 MiB per device: less than tiny's replicated parameters and Adam state (0.01 GiB).
   result = _local_aot('--device_memory_gib=0.005', '--find_max_batch')

@@ -160,6 +160,9 @@ def test_a_run_stopped_at_a_step_then_rerun_is_one_run(tmp_path, prepared_tiny, 
     np.testing.assert_array_equal(x, y)
 
 
+# Two CLI runs at a large batch: a minute. test_multiprocess's heavy test sends
+# SIGTERM to two processes.
+@pytest.mark.heavy
 def test_sigterm_saves_within_max_steps_ahead_and_resumes(tmp_path, prepared_tiny):
   # Slow steps (a large batch), and metrics read only at the end: only
   # max_steps_ahead keeps the host from dispatching far beyond the device. A
@@ -352,7 +355,7 @@ def test_restore_onto_a_different_mesh(tmp_path):
   assert "'fsdp'" in printed and "{'next_index': 7}" in printed
 
 
-def test_config_changes_and_init_from(tmp_path, run_a, prepared_tiny):
+def test_config_changes_are_refused_or_named(tmp_path, run_a, prepared_tiny):
   workdir = tmp_path / 'changed'
   shutil.copytree(run_a, workdir)
   result = run_main(
@@ -372,6 +375,9 @@ def test_config_changes_and_init_from(tmp_path, run_a, prepared_tiny):
     result.stderr
   )
 
+
+@pytest.mark.heavy  # A 40-step run, after run_a's: about a minute.
+def test_init_from_starts_from_another_runs_parameters(tmp_path, run_a, prepared_tiny):
   # Another run's parameters, with a fresh optimizer and step: one whose state
   # differs from the source's (Adam without bias correction keeps no count).
   fresh = tmp_path / 'continued'

@@ -322,12 +322,16 @@ def test_evaluate_and_predict_a_masked_lm(replace_mlm_workdir, held_out):
   assert guessed and all(0 <= float(row[4]) <= 1 for row in guessed)
 
 
-def test_continued_pretraining_starts_from_released_hf_checkpoints(workdir, held_out, tmp_path):
-  # The released layout: an ElectraForPreTraining directory with vocab.txt, and
-  # the generator's ElectraForMaskedLM beside it.
-  hf = tmp_path / 'hf'
+def _export_released_layout(workdir: str, hf) -> None:
+  """The released layout: an ElectraForPreTraining directory with vocab.txt, and
+  the generator's ElectraForMaskedLM beside it."""
   result = run_module('electra_jax.export', f'--workdir={workdir}', f'--output={hf}', '--generator')
   assert result.returncode == 0, result.stderr[-3000:]
+
+
+def test_released_hf_checkpoints_read_back_as_pretraining_parameters(workdir, tmp_path):
+  hf = tmp_path / 'hf'
+  _export_released_layout(workdir, hf)
   config = _config()
   loaded = hf_interop.pretraining_params_from_hf(
     str(hf), str(hf / 'generator'), config, tokenizers.file_sha256(_vocab())
@@ -344,7 +348,18 @@ def test_continued_pretraining_starts_from_released_hf_checkpoints(workdir, held
   assert set(alone) == {'embeddings', 'discriminator', 'discriminator_head'}
   with pytest.raises(hf_interop.HFCheckpointError, match="vocab.txt is not the prepared data's"):
     hf_interop.pretraining_params_from_hf(str(hf), None, config, 'the sha256 of another vocabulary')
+  # Other sizes are refused, naming the key (the CLI turns this into its one error line).
+  config.model.num_layers = 2
+  with pytest.raises(hf_interop.HFCheckpointError, match=r'num_layers 3 \(this config: 2\)'):
+    hf_interop.pretraining_params_from_hf(str(hf), None, config, tokenizers.file_sha256(_vocab()))
 
+
+# Two CLI runs of BERT's vocabulary: a minute and a half. The test above reads the
+# same checkpoints in process.
+@pytest.mark.heavy
+def test_continued_pretraining_starts_from_released_hf_checkpoints(workdir, held_out, tmp_path):
+  hf = tmp_path / 'hf'
+  _export_released_layout(workdir, hf)
   args = [
     'electra_jax.main',
     '--config=configs/tiny.py',

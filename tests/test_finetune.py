@@ -288,6 +288,8 @@ def test_sst2_as_the_users_own_files_trains_exactly_as_glues_task(pretrained_wor
   assert predictions == (tmp_path / 'glue' / 'seed_0' / 'SST-2.tsv').read_text()
 
 
+# A minute and a half; test_tagging.py checks the windows and conlleval in process.
+@pytest.mark.heavy
 def test_ner_tags_conll2003_through_the_cli(pretrained_workdir, tmp_path):
   conll = data_dir() / 'conll2003'
   result = _finetune(
@@ -395,6 +397,9 @@ def test_bad_inputs_get_one_clear_line(colab_run, pretrained_workdir, tmp_path):
   assert 'the tokenizer has 1000 ids but the model 30522' in result.stderr
 
 
+# About a minute; test_squad.py and test_squad_metrics.py check the windows, the heads
+# and the official metrics in process.
+@pytest.mark.heavy
 def test_squad_v2_through_the_cli(pretrained_workdir, tmp_path):
   """Trained on v1.1 questions, scored on the first SQuAD 2.0 dev article; the
   predictions are written in the official scripts' format."""

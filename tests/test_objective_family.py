@@ -76,7 +76,15 @@ _VARIANTS = {
 }
 
 
-@pytest.mark.parametrize('variant', sorted(_VARIANTS))
+@pytest.mark.parametrize(
+  'variant',
+  [
+    # Electric (not in Table 5) compiles for 20 s: heavy, for the suite's time. Its
+    # semantics are tested below, and its CLI run resumes in test_objectives_cli.
+    pytest.param(v, marks=pytest.mark.heavy) if v == 'electric' else v
+    for v in sorted(_VARIANTS)
+  ],
+)
 def test_two_phase_gradients_are_those_of_the_weighted_losses(variant):
   config = _config(**_VARIANTS[variant])
   model, params, obj, batch = _setup(config)
