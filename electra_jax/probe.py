@@ -5,7 +5,8 @@
 
 Prints one row per layer (the embeddings, then each layer's output) with the
 dev metrics of a ridge probe on the [CLS] vector and on the mean over the
-tokens, then a line naming the best probe. See electra_jax/finetune/ridge_probes.py.
+tokens and both vectors' effective rank (near 1: a collapsed layer), then a
+line naming the best probe. See electra_jax/finetune/ridge_probes.py.
 """
 
 import json

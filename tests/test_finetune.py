@@ -347,6 +347,10 @@ def test_probe_scores_each_layer_of_the_pretrained_model(pretrained_workdir, tmp
   # standard deviations of chance (0.017) over the majority's 0.509. This model
   # scored 0.591 (0.568 from 2,000 examples, 0.610 from 20,000).
   assert accuracy[0, 'mean'] > 0.56, accuracy
+  rank = {(r['layer'], r['pooling']): r['effective_rank'] for r in results['probes']}
+  assert rank.pop((0, 'cls')) is None  # The same vector in every sentence.
+  assert all(1 <= r <= 128 for r in rank.values()), rank  # configs/tiny.py: width 128.
+  assert result.stdout.splitlines()[0].endswith('cls effective rank  mean effective rank')
 
 
 def test_bad_inputs_get_one_clear_line(colab_run, pretrained_workdir, tmp_path):

@@ -1,8 +1,10 @@
 """Linear probes: the ridge fit and its leave-one-out penalty choice against
-brute force, and pooled layer features that padding does not change. The CLI on a
+brute force, the effective rank beside them, and pooled layer features that
+padding does not change. The CLI on a
 pretrained model is tested in test_finetune.py, beside the model it reuses."""
 
 import numpy as np
+import pytest
 
 from configs import finetune as finetune_configs
 from configs import tiny
@@ -47,6 +49,29 @@ def test_ridge_recovers_a_linear_map_and_ignores_constant_features():
   # A feature that never varies predicts the mean, not NaN.
   constant = ridge_probes.fit_ridge(np.ones((10, 3)), np.arange(10.0)[:, None])
   np.testing.assert_allclose(constant.predict(np.ones((2, 3))), 4.5)
+
+
+def test_effective_rank_tells_a_collapsed_layer_from_a_spread_one():
+  # k orthogonal directions of equal spread: exactly k, in any basis.
+  rotation = np.linalg.qr(np.random.default_rng(2).normal(size=(8, 8)))[0]
+  for k in (1, 2, 5):
+    rows = np.concatenate([np.eye(8)[:k], -np.eye(8)[:k]]) @ rotation
+    assert ridge_probes.effective_rank(rows + 3.0) == pytest.approx(k)
+  # One direction of spread 10 beside nine of spread 1 still counts the nine,
+  # though it holds 92% of the variance: exp of the singular values' entropy,
+  # -(10/19) log(10/19) - 9 (1/19) log(1/19), is 5.655.
+  spreads = np.r_[10.0, np.ones(9)]
+  rows = np.concatenate([np.diag(spreads), -np.diag(spreads)])
+  assert ridge_probes.effective_rank(rows) == pytest.approx(5.655, abs=1e-3)
+  rng = np.random.default_rng(3)
+  # Isotropic samples use nearly all 64 directions.
+  assert 60 < ridge_probes.effective_rank(rng.normal(size=(2000, 64))) <= 64
+  # Rows on one line, with a large shared offset (a layer's bias), and a trace
+  # of noise across the other 63 directions: one direction.
+  line = 50.0 + rng.normal(size=(2000, 1)) * rng.normal(size=64)
+  assert ridge_probes.effective_rank(line + 1e-6 * rng.normal(size=(2000, 64))) < 1.01
+  # A vector that is the same in every row has no direction.
+  assert ridge_probes.effective_rank(np.ones((10, 4))) is None
 
 
 def test_pooled_features_do_not_depend_on_padding():

@@ -8,6 +8,9 @@ it fits a ridge classifier (ridge regression for STS-B) on the training split,
 once on the [CLS] vector and once on the mean over the tokens, and scores the
 dev split with the task's GLUE metrics. The ridge penalty is picked per probe
 by exact leave-one-out error on the training split, so nothing is tuned on dev.
+Beside each probe goes the features' effective rank, about the number of
+directions along which the texts differ: near 1 the layer has collapsed, every
+text differing from the others along one line only.
 
 Data settings (max_seq_length, max_train_examples, seed, eval_batch_size, mesh)
 come from configs/finetune.py, as fine-tuning reads them; with
@@ -89,6 +92,22 @@ def fit_ridge(
   return RidgeProbe(mean, scale, weights, bias, float(penalties[best]), np.array(loo_errors))
 
 
+def effective_rank(x: np.ndarray) -> float | None:
+  """How many directions the rows of `x` [N, features] differ along: the
+  effective rank of Roy and Vetterli (2007), exp of the entropy of the centred
+  rows' singular values normalised to sum to 1, as RankMe (Garrido et al.
+  2023) reads an encoder's features. k orthogonal directions of equal spread
+  give k, rows on one line give 1.0; None where the rows do not vary (the [CLS]
+  embedding). Unlike the probes, it reads the features unstandardised, as the
+  next layer does."""
+  centred = np.asarray(x, np.float64) - np.mean(x, axis=0, dtype=np.float64)
+  singular = np.sqrt(np.maximum(np.linalg.eigvalsh(centred.T @ centred), 0.0))
+  if singular.sum() == 0:
+    return None
+  shares = singular[singular > 0] / singular.sum()
+  return float(np.exp(-np.sum(shares * np.log(shares))))
+
+
 def _ridge_targets(task: tasks.Task, labels: np.ndarray) -> np.ndarray:
   """Fine-tuning's targets as columns: one-hot classes, or the scaled score;
   task.predictions reads the probe's outputs back."""
@@ -161,8 +180,8 @@ def layer_features(
 
 def probe(config: ml_collections.ConfigDict, files: tasks.TaskFiles, init: str) -> dict[str, Any]:
   """Dev metrics of a ridge probe per layer and pooling: results['probes'] is a
-  list of {layer, pooling, penalty, dev: {split: {metric: value}}}, layer 0
-  being the embeddings."""
+  list of {layer, pooling, penalty, effective_rank, dev: {split: {metric:
+  value}}}, layer 0 being the embeddings, the rank read on the training split."""
   finetune_train.validate(config)
   task = files.task
   if isinstance(task, (tagging.TaggingTask, squad.SquadTask)):
@@ -190,12 +209,21 @@ def probe(config: ml_collections.ConfigDict, files: tasks.TaskFiles, init: str) 
   probes = []
   for layer in range(source.discriminator_cfg.num_layers + 1):
     for p, pooling in enumerate(POOLINGS):
-      fitted = fit_ridge(feats['train'][:, layer, p], targets)
+      train = feats['train'][:, layer, p]
+      fitted = fit_ridge(train, targets)
       predict = lambda split: task.predictions(fitted.predict(feats[split][:, layer, p]))
       dev = {
         split: tasks.score(task, labels, predict(split)) for split, (_, labels) in data.dev.items()
       }
-      probes.append({'layer': layer, 'pooling': pooling, 'penalty': fitted.penalty, 'dev': dev})
+      probes.append(
+        {
+          'layer': layer,
+          'pooling': pooling,
+          'penalty': fitted.penalty,
+          'effective_rank': effective_rank(train),
+          'dev': dev,
+        }
+      )
   return {
     'task': task.name,
     'init': init,
@@ -207,17 +235,24 @@ def probe(config: ml_collections.ConfigDict, files: tasks.TaskFiles, init: str) 
 
 
 def results_table(results: dict[str, Any]) -> str:
-  """One row per layer; one column per pooling, split and metric."""
+  """One row per layer; one column per pooling, split and metric, then each
+  pooling's effective rank."""
   first = results['probes'][0]['dev']
   columns = [
     (pooling, split, metric) for pooling in POOLINGS for split in first for metric in first[split]
   ]
-  by_key = {(r['layer'], r['pooling']): r['dev'] for r in results['probes']}
-  header = ['layer'] + [f'{pooling} {split} {metric}' for pooling, split, metric in columns]
+  by_key = {(r['layer'], r['pooling']): r for r in results['probes']}
+  header = (
+    ['layer']
+    + [f'{pooling} {split} {metric}' for pooling, split, metric in columns]
+    + [f'{pooling} effective rank' for pooling in POOLINGS]
+  )
+  rank = lambda r: '-' if r['effective_rank'] is None else f'{r["effective_rank"]:.1f}'
   layers = sorted({r['layer'] for r in results['probes']})
   rows = [
     [('embeddings' if layer == 0 else str(layer))]
-    + [f'{by_key[layer, pooling][split][metric]:.4f}' for pooling, split, metric in columns]
+    + [f'{by_key[layer, pooling]["dev"][split][metric]:.4f}' for pooling, split, metric in columns]
+    + [rank(by_key[layer, pooling]) for pooling in POOLINGS]
     for layer in layers
   ]
   widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
