@@ -37,6 +37,9 @@
 # a whole one: pretraining at two rates is most of the table's time. SELECT_AT=1
 # compares whole runs. BERT at 200 TFLOP leaves the masked LM's token-frequency
 # plateau at about 40% of its steps, and lr 2e-3 never did: half-way shows both.
+# At 200 TFLOP half-way chose the rate whole runs chose for ELECTRA at temperatures
+# 3 and 1 and for BERT; for All-Tokens MLM it chose 1e-3 by 0.023 where whole runs
+# tied (2e-3 by 0.002), docs/experiments/2026-11-25_objective_ablation.md.
 #
 # Source launch/xla_flags.sh for the platform first. Rerunning the command resumes:
 # pretraining continues from its newest checkpoint (a finished one only restores)
