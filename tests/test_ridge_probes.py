@@ -1,7 +1,7 @@
 """Linear probes: the ridge fit and its leave-one-out penalty choice against
 brute force, the effective rank beside them, and pooled layer features that
-padding does not change. The CLI on a
-pretrained model is tested in test_finetune.py, beside the model it reuses."""
+padding does not change. The CLI on a pretrained model is tested in
+test_finetune.py, beside the model it reuses."""
 
 import numpy as np
 import pytest

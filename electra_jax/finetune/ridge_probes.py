@@ -101,7 +101,7 @@ def effective_rank(x: np.ndarray) -> float | None:
   embedding). Unlike the probes, it reads the features unstandardised, as the
   next layer does."""
   centred = np.asarray(x, np.float64) - np.mean(x, axis=0, dtype=np.float64)
-  singular = np.sqrt(np.maximum(np.linalg.eigvalsh(centred.T @ centred), 0.0))
+  singular = np.linalg.svd(centred, compute_uv=False)
   if singular.sum() == 0:
     return None
   shares = singular[singular > 0] / singular.sum()
