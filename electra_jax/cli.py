@@ -17,6 +17,7 @@ from typing import NoReturn
 
 from absl import app, flags, logging
 import jax
+from ml_collections import config_flags
 
 from electra_jax import errors
 
@@ -73,11 +74,28 @@ def _config_file_error(argv: list[str]) -> str | None:
   return None
 
 
+# What absl and ml_collections raise for a bad flag.
+_FLAG_ERRORS = (flags.Error, KeyError, AttributeError, ValueError, TypeError, OSError, SyntaxError)
+
+
+def define_config(default: str | None, help_text: str) -> flags.FlagHolder:
+  """--config, a locked config file whose keys --config.KEY=VALUE overrides.
+
+  With a default file and no --config on the command line, ml_collections reads the
+  overrides as it defines the flag, at import, before cli.run: a bad one gets the
+  same one line and status 2 here.
+  """
+  try:
+    return config_flags.DEFINE_config_file('config', default, help_text, lock_config=True)
+  except _FLAG_ERRORS as e:
+    fail(_one_line(e, sys.argv))
+
+
 def parse_flags(argv: list[str]) -> list[str]:
   """absl's flag parsing, with any error as one line and status 2."""
   try:
     rest = flags.FLAGS(argv)
-  except (flags.Error, KeyError, AttributeError, ValueError, TypeError, OSError, SyntaxError) as e:
+  except _FLAG_ERRORS as e:
     fail(_one_line(e, argv))
   problem = _config_file_error(argv)
   if problem:

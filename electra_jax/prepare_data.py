@@ -15,17 +15,14 @@ import dataclasses
 import os
 
 from absl import flags, logging
-from ml_collections import config_flags
 
 from configs import common
 from electra_jax import cli
 from electra_jax.data import shard_writer, sources
 
-_CONFIG = config_flags.DEFINE_config_file(
-  'config',
+_CONFIG = cli.define_config(
   os.path.join(os.path.dirname(common.__file__), 'common.py'),
   'Config whose data options, seed and max_seq_length apply.',
-  lock_config=True,
 )
 _CORPUS = flags.DEFINE_string(
   'corpus',

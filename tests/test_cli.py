@@ -66,6 +66,13 @@ def _bad_inputs(workdir: str) -> list[tuple[str, list[str], str]]:
       "config.mesh: {'data': 64, 'fsdp': 1, 'tensor': 1} needs 64 devices per slice but ",
     ),
     ('electra_jax.main', [_TINY, w, 'stray'], 'unexpected arguments stray; flags take'),
+    # Commands with a default config file read its overrides as they define --config.
+    (
+      'electra_jax.finetune',
+      ['--config.learning_rat=1'],
+      '--config.learning_rat: no such config key; did you mean --config.learning_rate?',
+    ),
+    ('electra_jax.prepare_data', ['--config.data.no_such_key=1'], '--config.data.no_such_key: '),
     ('electra_jax.finetune', [f'--init={workdir}', f'--glue_dir={workdir}'], '--task is required'),
     (
       'electra_jax.finetune',

@@ -5,8 +5,8 @@ import dataclasses
 import os
 
 from absl import flags
-from ml_collections import config_flags
 
+from electra_jax import cli
 from electra_jax.finetune import glue, squad, tagging, tasks, user_files
 
 _DEFAULT_CONFIG = os.path.join(os.path.dirname(__file__), '..', '..', 'configs', 'finetune.py')
@@ -62,7 +62,7 @@ def define_task_flags(config_help: str) -> TaskFlags:
   --{train,dev,test}_file, the csv task's --*_column flags and --init, which is
   required. Call once, at a command's module level."""
   holders = TaskFlags(
-    config_flags.DEFINE_config_file('config', _DEFAULT_CONFIG, config_help, lock_config=True),
+    cli.define_config(_DEFAULT_CONFIG, config_help),
     flags.DEFINE_string(
       'task',
       None,
