@@ -30,22 +30,23 @@
 # pretraining window (benchmarks/objective_table.py). 5e-4, the paper's Small rate,
 # lost that selection for ELECTRA (temperature 3) and BERT at 200 TFLOP, so it is
 # not in the default grid (docs/experiments/2026-11-25_objective_ablation.md).
-# With two rates or more, they are compared at SELECT_AT (default 0.5) of the steps,
-# on the learning-rate schedule of the whole run: each run stops there (main's
-# --stop_at_step), and only the chosen one goes on to the end, where it is bit for
-# bit the run that never stopped. The grid's second rate then costs half a run, not
-# a whole one: pretraining at two rates is most of the table's time. SELECT_AT=1
-# compares whole runs. BERT at 200 TFLOP leaves the masked LM's token-frequency
-# plateau at about 40% of its steps, and lr 2e-3 never did: half-way shows both.
-# At 200 TFLOP half-way chose the rate whole runs chose for ELECTRA at temperatures
-# 3 and 1 and for BERT; for All-Tokens MLM it chose 1e-3 by 0.023 where whole runs
-# tied (2e-3 by 0.002), docs/experiments/2026-11-25_objective_ablation.md.
+# With two rates or more, they are compared at SELECT_AT (default 1: whole runs) of
+# each run's steps, on the learning-rate schedule of the whole run. Below 1, each run
+# stops there (main's --stop_at_step) and only the chosen one goes on to the end, where
+# it is bit for bit the run that never stopped: SELECT_AT=0.5 costs half a run per
+# extra rate instead of a whole one, about a sixth of the table's time. It is not the
+# default because at 200 TFLOP it picked the wrong rate for Replace MLM: 2e-3 by 0.010
+# half-way, where whole runs picked 1e-3 by 0.023 and the paper's protocol scored 1e-3's
+# run 0.79 on SST-2 against 2e-3's 0.77. It agreed with whole runs for ELECTRA at
+# temperatures 3 and 1 and for BERT, and All-Tokens MLM's rates tied
+# (docs/experiments/2026-11-25_objective_ablation.md).
 #
 # Source launch/xla_flags.sh for the platform first. Rerunning the command resumes:
 # pretraining continues from its newest checkpoint (a finished one only restores)
 # and fine-tuning runs whose results.json exists are skipped, so it runs in pieces.
-# Each job's wall time goes to OUT/times.tsv, and the table ends with each lane's
-# total over all the pieces.
+# Each job's wall time and exit status go to OUT/times.tsv, and the table ends with
+# each lane's total over all the pieces, stopped ones included: to stop a run without
+# losing its time, send SIGTERM to its python processes (pretraining saves its step).
 # ROWS='electra_t3 mlm' limits the rows; PRETRAIN_FLAGS adds flags to every
 # pretraining run and its FLOPs count, after the recipe's (a larger model on a GPU:
 # '--config.model.num_layers=12 --config.model.hidden_size=256 ...'), and
@@ -68,7 +69,7 @@ read -r -a lrs <<< "${LRS:-1e-3 2e-3}"
 read -r -a rows <<< "${ROWS:-electra_t3 mlm electra electra_15 replace_mlm all_tokens_mlm}"
 read -r -a finetune_flags <<< "${FINETUNE_FLAGS:-}"
 lanes=${PARALLEL:-1}
-select_at=${SELECT_AT:-0.5}
+select_at=${SELECT_AT:-1}
 if ! python -c 'import sys; sys.exit(not 0 < float(sys.argv[1]) <= 1)' "$select_at" 2> /dev/null; then
   echo "error: SELECT_AT=$select_at: give the share of each run's steps, above 0 and at" \
     "most 1, at which the learning rates are compared (1: whole runs)" >&2
@@ -91,20 +92,41 @@ steps_for() {  # Train steps that spend the budget, for objective $1.
   python -m electra_jax.flops "${model[@]}" --config.objective.name="$1" --budget_tflop="$budget"
 }
 
-timed() {  # timed JOB COMMAND...: runs it, then adds "JOB<TAB>seconds<TAB>lane" to
-  # OUT/times.tsv; a table run in pieces sums its pieces, and objective_table.py prints
-  # each lane's total.
-  local job=$1 start
+timed() {  # timed JOB COMMAND...: runs it, then adds "JOB<TAB>seconds<TAB>lane<TAB>status"
+  # to OUT/times.tsv, and returns its status. A piece that failed or was stopped (143:
+  # SIGTERM, after which pretraining saved its step) counts too: the rerun goes on from
+  # what it did. objective_table.py prints each lane's total over all the pieces.
+  local job=$1 start status=0
   shift
   start=$(date +%s)
-  "$@"
-  printf '%s\t%d\t%s\n' "$job" $(($(date +%s) - start)) "${lane:-0}" >> "$out/times.tsv"
+  "$@" || status=$?
+  printf '%s\t%d\t%s\t%d\n' "$job" $(($(date +%s) - start)) "${lane:-0}" "$status" \
+    >> "$out/times.tsv"
+  return "$status"
 }
 
-finetune() {  # finetune TASK INIT OUT [flags...]: skipped if OUT/results.json exists.
-  local task=$1 init=$2 run=$3
-  shift 3
-  [[ -f $run/results.json ]] && return
+# A finished fine-tune of another checkpoint than the one asked for now is refused: a
+# rerun with another SELECT_AT or LRS, where the choice of rate changed, would keep it.
+check_finished='
+import json, pathlib, sys
+path, init, step = sys.argv[1:]
+done = json.loads(pathlib.Path(path).read_text())
+was = (pathlib.Path(done["init"]).name, done["pretraining_step"])
+now = (pathlib.Path(init).name, int(step))
+if not done.get("random_init") and was != now:
+  sys.exit(f"error: {path} fine-tuned {was[0]} at step {was[1]}, but this run asks for "
+           f"{now[0]} at step {now[1]} (SELECT_AT or LRS changed?): give this table an OUT "
+           "of its own, or remove that folder to fine-tune again")
+'
+
+finetune() {  # finetune TASK INIT STEP OUT [flags...]: fine-tunes INIT's checkpoint of
+  # step STEP, the newest; skipped if OUT/results.json exists.
+  local task=$1 init=$2 step=$3 run=$4
+  shift 4
+  if [[ -f $run/results.json ]]; then
+    python -c "$check_finished" "$run/results.json" "$init" "$step" || exit 2
+    return
+  fi
   # Length-grouped batches: an SST-2 seed in 9 minutes of a core instead of 25, with
   # BERT's and ELECTRA's medians within 0.005 of random batches' (performance.md).
   timed "finetune ${run#"$out"/}" \
@@ -121,11 +143,11 @@ median() {  # median RESULTS_JSON METRIC
     "$@"
 }
 
-paper_finetune() {  # paper_finetune NAME INIT [flags...]: SST-2 and MRPC, paper protocol.
-  local name=$1 init=$2
-  shift 2
+paper_finetune() {  # paper_finetune NAME INIT STEP [flags...]: SST-2 and MRPC, paper protocol.
+  local name=$1 init=$2 step=$3
+  shift 3
   for task in sst-2 mrpc; do
-    finetune "$task" "$init" "$out/finetune/$task-$name" --config.max_seq_length=128 "$@"
+    finetune "$task" "$init" "$step" "$out/finetune/$task-$name" --config.max_seq_length=128 "$@"
   done
 }
 
@@ -150,7 +172,8 @@ run_row() {  # run_row ROW: its learning-rate grid, then the paper protocol at t
   for lr in "${lrs[@]}"; do
     # A run past compare_at (the chosen one, on a rerun) only restores.
     pretrain "$row" "$lr" "$steps" --stop_at_step="$compare_at"
-    finetune sst-2 "$out/pretrain/$row-lr$lr" "$out/select/$row-lr$lr" "${few_labels[@]}"
+    finetune sst-2 "$out/pretrain/$row-lr$lr" "$compare_at" "$out/select/$row-lr$lr" \
+      "${few_labels[@]}"
     score=$(median "$out/select/$row-lr$lr/results.json" accuracy)
     if python -c "import sys; sys.exit(not float(sys.argv[1]) > float(sys.argv[2]))" \
         "$score" "$best"; then
@@ -160,11 +183,11 @@ run_row() {  # run_row ROW: its learning-rate grid, then the paper protocol at t
   echo "$row: learning rate $best_lr (1,000-example SST-2 median $best at step $compare_at" \
     "of $steps)"
   ((compare_at == steps)) || pretrain "$row" "$best_lr" "$steps"
-  paper_finetune "$row" "$out/pretrain/$row-lr$best_lr"
+  paper_finetune "$row" "$out/pretrain/$row-lr$best_lr" "$steps"
   echo "$best_lr" > "$out/pretrain/$row.lr"
   if [[ ${RANDOM_INIT:-1} != 0 && ($row == "${rows[1]:-}" || ${#rows[@]} == 1) ]]; then
     # Random initialisation of the same architecture (any checkpoint names it).
-    paper_finetune random "$out/pretrain/$row-lr$best_lr" --config.random_init=True
+    paper_finetune random "$out/pretrain/$row-lr$best_lr" "$steps" --config.random_init=True
   fi
 }
 

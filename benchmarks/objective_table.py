@@ -196,25 +196,29 @@ def print_table(out: pathlib.Path, budget: str, lrs: list[str]) -> None:
       print(f'{row:15} ' + '   '.join(verdicts))
 
 
-def lane_seconds(out: pathlib.Path) -> dict[str, int]:
-  """Seconds each lane spent on its jobs, summed over the pieces of the run:
-  objective_ablation.sh writes "JOB<TAB>seconds<TAB>lane" to OUT/times.tsv."""
+def lane_seconds(out: pathlib.Path) -> tuple[dict[str, int], int]:
+  """Seconds each lane spent on its jobs, summed over the pieces of the run, and how
+  many pieces did not finish: objective_ablation.sh writes
+  "JOB<TAB>seconds<TAB>lane<TAB>status" to OUT/times.tsv (no status before 2026-11-28)."""
   lanes: dict[str, int] = {}
+  unfinished = 0
   path = out / 'times.tsv'
   for line in path.read_text().splitlines() if path.exists() else []:
-    _, seconds, lane = line.split('\t')
+    _, seconds, lane, *status = line.split('\t')
     lanes[lane] = lanes.get(lane, 0) + int(seconds)
-  return dict(sorted(lanes.items()))
+    unfinished += status not in ([], ['0'])
+  return dict(sorted(lanes.items())), unfinished
 
 
 def print_times(out: pathlib.Path) -> None:
-  lanes = lane_seconds(out)
+  lanes, unfinished = lane_seconds(out)
   if lanes:
     print(
       '\nTime (OUT/times.tsv): '
       + ', '.join(f'lane {lane} {s / 3600:.2f} h' for lane, s in lanes.items())
-      + f'; {sum(lanes.values()) / 60:.0f} job-minutes in all. The slowest lane is the '
-      "table's time, if its pieces ran back to back."
+      + f'; {sum(lanes.values()) / 60:.0f} job-minutes in all'
+      + (f' ({unfinished} stopped or failed pieces included)' if unfinished else '')
+      + ". The slowest lane is the table's time, if its pieces ran back to back."
     )
 
 

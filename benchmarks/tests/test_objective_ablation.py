@@ -41,6 +41,7 @@ def test_the_grid_compares_rates_half_way_and_only_the_chosen_run_goes_on(
     '--config.max_seq_length=64',
     'ROWS': 'mlm',
     'LRS': '1e-3 2e-3',
+    'SELECT_AT': '0.5',
     'RANDOM_INIT': '0',
   }
   model = subprocess.run(
@@ -60,7 +61,7 @@ def test_the_grid_compares_rates_half_way_and_only_the_chosen_run_goes_on(
   ).stdout
   budget = repr(10 * float(per_step) / 1e12)  # 10 steps; compared at step 5.
 
-  refused = _ablation(tmp_path / 'refused', budget, **env, SELECT_AT='0')
+  refused = _ablation(tmp_path / 'refused', budget, **{**env, 'SELECT_AT': '0'})
   assert refused.returncode == 2 and 'error: SELECT_AT=0: ' in refused.stderr
 
   out = tmp_path / 'abl'
@@ -98,3 +99,18 @@ def test_the_grid_compares_rates_half_way_and_only_the_chosen_run_goes_on(
   # The table's grid: the step each selection read, and the step each run trained to.
   assert re.search(rf'^mlm +{chosen} +0\.\d+ +5 +10 ', done.stdout, re.M), done.stdout
   assert re.search(rf'^mlm +{other} +0\.\d+ +5 +5 ', done.stdout, re.M), done.stdout
+
+  # Rerun comparing whole runs: the half-way selections no longer answer for it.
+  whole = _ablation(out, budget, **{**env, 'SELECT_AT': '1'})
+  assert whole.returncode == 2
+  assert (
+    f'error: {out}/select/mlm-lr1e-3/results.json fine-tuned mlm-lr1e-3 at step 5, but this '
+    'run asks for mlm-lr1e-3 at step 10 (SELECT_AT or LRS changed?)' in whole.stderr
+  ), whole.stderr[-3000:]
+  # A piece that fails is timed too, with its status, and the script stops with it.
+  (out / 'select' / 'mlm-lr1e-3' / 'results.json').unlink()
+  failed = _ablation(out, budget, **{**env, 'FINETUNE_FLAGS': '--config.no_such_key=1'})
+  assert failed.returncode != 0
+  job, seconds, lane, status = (out / 'times.tsv').read_text().splitlines()[-1].split('\t')
+  assert (job, lane, status) == ('finetune select/mlm-lr1e-3', '0', '2'), failed.stderr[-3000:]
+  assert int(seconds) >= 0

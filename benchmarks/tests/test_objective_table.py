@@ -64,12 +64,13 @@ def test_the_table_the_grid_and_the_verdicts(tmp_path):
   for seed, value in ((2, 0.805), (0, 0.80), (1, 0.79)):
     _results(out / f'finetune/sst-2-mlm/s{seed}', 'accuracy', [value], 0.509, first_seed=seed)
   _results(out / 'finetune/mrpc-mlm', 'f1', [0.80, 0.805, 0.79], 0.812)
-  # Lane 1's pretraining ran in two pieces; both count.
+  # Lane 1's pretraining ran in two pieces, the first stopped by SIGTERM; both count.
+  # The first two lines are in the format before the status column.
   (out / 'times.tsv').write_text(
     'pretrain pretrain/electra-lr1e-3\t3600\t0\n'
-    'pretrain pretrain/mlm-lr1e-3\t1800\t1\n'
     'finetune finetune/sst-2-electra\t1800\t0\n'
-    'pretrain pretrain/mlm-lr1e-3\t1440\t1\n'
+    'pretrain pretrain/mlm-lr1e-3\t1800\t1\t143\n'
+    'pretrain pretrain/mlm-lr1e-3\t1440\t1\t0\n'
   )
 
   done = subprocess.run(
@@ -97,7 +98,8 @@ def test_the_table_the_grid_and_the_verdicts(tmp_path):
   assert ['mlm', '1e-3', 'MLM', 'acc', '900:', '0.300', '1000:', '0.340'] in lines
   assert ['electra', 'sst-2:', 'yes', 'mrpc:', 'no'] in lines
   assert done.stdout.splitlines()[-1].startswith(
-    'Time (OUT/times.tsv): lane 0 1.50 h, lane 1 0.90 h; 144 job-minutes in all.'
+    'Time (OUT/times.tsv): lane 0 1.50 h, lane 1 0.90 h; 144 job-minutes in all (1 stopped '
+    'or failed pieces included).'
   )
 
 
