@@ -209,7 +209,7 @@ else
       # Its processes inherit the core.
       [[ $backend != cpu ]] || taskset -p -c "$lane" "$BASHPID" > /dev/null
       for row in "${mine[@]}"; do run_row "$row"; done
-    ) > "$out/logs/lane$lane.log" 2>&1 &
+    ) >> "$out/logs/lane$lane.log" 2>&1 &  # Appended: a rerun keeps the earlier pieces' logs.
     pids+=($!)
   done
   failed=0

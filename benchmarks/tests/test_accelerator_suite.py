@@ -159,6 +159,9 @@ def test_the_objectives_stage_runs_the_ablation_from_its_kit(tmp_path):
   again = _dry_run('objectives', kit, out, PRETRAIN_FLAGS=two_layers)
   assert again.returncode == 0, again.stderr[-3000:]
   assert len(results) == 6 and [p.stat().st_mtime_ns for p in results] == written
+  # Each lane's log holds both pieces: two runs of the row's pretraining (lane 1: BERT).
+  log = (out / 'objectives' / 'run' / 'logs' / 'lane1.log').read_text()
+  assert log.count('Config: objective mlm;') == 2, log[-3000:]
   rerun = (out / 'objectives.md').read_text()
 
   def table(text: str) -> str:  # The rerun's restores add to the time, not to the table.
