@@ -21,7 +21,6 @@ import collections
 import os
 
 from absl import flags
-from ml_collections import config_flags
 import numpy as np
 import torch
 
@@ -29,9 +28,7 @@ from benchmarks import hf_baseline
 from electra_jax import cli, objectives, optim
 from electra_jax.data import pipeline, shards
 
-_CONFIG = config_flags.DEFINE_config_file(
-  'config', None, 'Path to a config file.', lock_config=True
-)
+_CONFIG = cli.define_config(None, 'Path to a config file.')
 _STEPS = flags.DEFINE_integer('steps', 1000, 'Train steps to run.')
 _LOG_EVERY = flags.DEFINE_integer('log_every', 50, 'Steps per printed window.')
 

@@ -28,12 +28,11 @@ from absl import flags, logging
 import jax
 from jax.experimental import topologies
 import ml_collections
-from ml_collections import config_flags
 
 from electra_jax import cli, config_lib, errors, flops, sharding, train
 from electra_jax.data import tokenizers
 
-_CONFIG = config_flags.DEFINE_config_file('config', None, 'A config in configs/.', lock_config=True)
+_CONFIG = cli.define_config(None, 'A config in configs/.')
 _TOPOLOGY = flags.DEFINE_string(
   'topology',
   None,

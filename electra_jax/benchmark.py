@@ -31,7 +31,6 @@ import time
 from absl import flags
 from etils import epath
 import jax
-from ml_collections import config_flags
 import numpy as np
 
 from electra_jax import (
@@ -46,9 +45,7 @@ from electra_jax import (
 )
 from electra_jax.data import pipeline, shard_writer, tokenizers
 
-_CONFIG = config_flags.DEFINE_config_file(
-  'config', None, 'Path to a config file.', lock_config=True
-)
+_CONFIG = cli.define_config(None, 'Path to a config file.')
 _STEPS = flags.DEFINE_integer('steps', 20, 'Timed steps.')
 _WARMUP = flags.DEFINE_integer('warmup', 3, 'Untimed steps after compilation.')
 _CHECKPOINT = flags.DEFINE_boolean(

@@ -45,6 +45,8 @@ def _one_line(error: Exception, argv: list[str]) -> str:
       f'{_typed_flag(argv, "config")}: cannot load the config file: {error.msg} '
       f'(line {error.lineno})'
     )
+  if isinstance(error, OSError) and 'config file' in text:  # An override of a file that failed.
+    return _cannot_load(error, argv)
   if isinstance(error, (KeyError, AttributeError)):  # An unknown --config.* key.
     key = re.split(r"['\\\s]", text.strip('"\'\\'), maxsplit=1)[0]
     typed = _typed_flag(argv, key)
@@ -67,11 +69,18 @@ def _config_file_error(argv: list[str]) -> str | None:
   try:
     getattr(flags.FLAGS['config'].value, 'lock', None)  # ml_collections defers the error to here.
   except OSError as e:
-    typed = _typed_flag(argv, 'config')
-    path = typed.split('=', 1)[-1].split(':', 1)[0]
-    cause = 'no such file' if not os.path.exists(path) else str(e.__cause__ or e).splitlines()[-1]
-    return f'{typed}: cannot load the config file: {cause.strip()}'
+    return _cannot_load(e, argv)
   return None
+
+
+def _cannot_load(error: OSError, argv: list[str]) -> str:
+  """The --config file behind ml_collections' error, as typed, and why it did not load."""
+  typed = _typed_flag(argv, 'config')
+  path = typed.split('=', 1)[-1].split(':', 1)[0]
+  cause = (
+    'no such file' if not os.path.exists(path) else str(error.__cause__ or error).splitlines()[-1]
+  )
+  return f'{typed}: cannot load the config file: {cause.strip()}'
 
 
 # What absl and ml_collections raise for a bad flag.

@@ -23,7 +23,6 @@ from absl import flags
 import jax
 import jax.numpy as jnp
 import ml_collections
-from ml_collections import config_flags
 import numpy as np
 
 from electra_jax import cli, config_lib, errors, objectives
@@ -139,9 +138,7 @@ def peak_flops(devices: list[Any]) -> tuple[float, str]:
 
 def _main() -> None:
   # Defined here, not at import: the trainer imports this module and owns --config.
-  config = config_flags.DEFINE_config_file(
-    'config', None, 'Path to a config file in configs/.', lock_config=True
-  )
+  config = cli.define_config(None, 'Path to a config file in configs/.')
   budget = flags.DEFINE_float(
     'budget_tflop', None, 'Print the train steps that spend this many TFLOP instead.'
   )

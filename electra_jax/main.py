@@ -11,13 +11,10 @@ import os
 
 from absl import flags
 import jax
-from ml_collections import config_flags
 
 from electra_jax import cli, errors, train
 
-_CONFIG = config_flags.DEFINE_config_file(
-  'config', None, 'Path to a config file in configs/.', lock_config=True
-)
+_CONFIG = cli.define_config(None, 'Path to a config file in configs/.')
 _WORKDIR = flags.DEFINE_string(
   'workdir', None, 'Directory for checkpoints, TensorBoard event files and the tokenizer.'
 )

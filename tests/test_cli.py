@@ -39,6 +39,12 @@ def _bad_inputs(workdir: str) -> list[tuple[str, list[str], str]]:
       ['--config=configs/nope.py', w],
       '--config=configs/nope.py: cannot load the config file: no such file',
     ),
+    # Its overrides fail too; the file is the error to report.
+    (
+      'electra_jax.flops',
+      ['--config=configs/nope.py', '--config.learning_rat=1'],
+      '--config=configs/nope.py: cannot load the config file: no such file',
+    ),
     (
       'electra_jax.main',
       ['--config=README.md', w],
