@@ -40,12 +40,8 @@ def _typed_flag(argv: list[str], key: str) -> str:
 def _one_line(error: Exception, argv: list[str]) -> str:
   """A flag-parsing error of absl or ml_collections, as one line naming the flag."""
   text = str(error).strip()
-  if isinstance(error, SyntaxError):  # A config file that is not Python.
-    return (
-      f'{_typed_flag(argv, "config")}: cannot load the config file: {error.msg} '
-      f'(line {error.lineno})'
-    )
-  if isinstance(error, OSError) and 'config file' in text:  # An override of a file that failed.
+  # A config file that is not Python, or that failed before an override of its keys.
+  if isinstance(error, SyntaxError) or (isinstance(error, OSError) and 'config file' in text):
     return _cannot_load(error, argv)
   if isinstance(error, (KeyError, AttributeError)):  # An unknown --config.* key.
     key = re.split(r"['\\\s]", text.strip('"\'\\'), maxsplit=1)[0]
@@ -73,13 +69,16 @@ def _config_file_error(argv: list[str]) -> str | None:
   return None
 
 
-def _cannot_load(error: OSError, argv: list[str]) -> str:
-  """The --config file behind ml_collections' error, as typed, and why it did not load."""
+def _cannot_load(error: OSError | SyntaxError, argv: list[str]) -> str:
+  """The --config file behind the error, as typed, and why it did not load."""
   typed = _typed_flag(argv, 'config')
   path = typed.split('=', 1)[-1].split(':', 1)[0]
-  cause = (
-    'no such file' if not os.path.exists(path) else str(error.__cause__ or error).splitlines()[-1]
-  )
+  if isinstance(error, SyntaxError):
+    cause = f'{error.msg} (line {error.lineno})'
+  elif not os.path.exists(path):
+    cause = 'no such file'
+  else:
+    cause = str(error.__cause__ or error).splitlines()[-1]
   return f'{typed}: cannot load the config file: {cause.strip()}'
 
 
