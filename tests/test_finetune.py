@@ -8,6 +8,7 @@ for 50 steps on one real Wikipedia file with BERT's WordPiece vocabulary. The
 model it pretrains is then fine-tuned on real SST-2 through the CLI.
 """
 
+import dataclasses
 import json
 import os
 import pathlib
@@ -21,7 +22,8 @@ import time
 import ml_collections
 import pytest
 
-from electra_jax.finetune import resume
+from configs import finetune as finetune_configs
+from electra_jax.finetune import glue, resume, tasks
 from electra_jax.finetune import train as finetune_train
 from electra_jax.metric_writer import read_scalars
 from tests.conftest import REPO, data_dir, require, run_module
@@ -250,6 +252,29 @@ def test_seed_results_ignore_settings_that_do_not_change_them(tmp_path):
   (tmp_path / 'seed_0' / 'result.json').write_text(json.dumps(saved))
   assert finetune_train._finished_seed(str(tmp_path), 0, key) == 1
   assert finetune_train._finished_seed(str(tmp_path), 0, {**key, 'config': {'lr': 2e-3}}) is None
+
+
+def test_a_random_initialisation_reuses_seeds_from_any_checkpoint_of_its_shape(
+  pretrained_workdir,
+):
+  # The objective table fine-tunes random initialisation from whichever row's
+  # checkpoint comes second: reordering its rows must not train it again.
+  config = finetune_configs.get_config('small')
+  source = finetune_train.load_source(config, pretrained_workdir)
+  files = tasks.TaskFiles(glue.get_task('sst-2'), {'train': 't.tsv'}, reader=None)
+  elsewhere = dataclasses.replace(source, source='/other/run', step=source.step + 100)
+  wider = dataclasses.replace(
+    elsewhere, discriminator_cfg=dataclasses.replace(source.discriminator_cfg, hidden_size=512)
+  )
+
+  def key(init: str, model) -> dict:
+    return finetune_train._run_key(config, files, init, model)
+
+  config.random_init = True
+  assert key(pretrained_workdir, source) == key('/other/run', elsewhere)
+  assert key(pretrained_workdir, source) != key('/other/run', wider)
+  config.random_init = False
+  assert key(pretrained_workdir, source) != key('/other/run', elsewhere)
 
 
 def test_sst2_as_the_users_own_files_trains_exactly_as_glues_task(pretrained_workdir, tmp_path):

@@ -458,14 +458,7 @@ def finetune(
     ' (random initialisation)' if config.random_init else '',
   )
 
-  # What makes a seed's result, or its checkpoint, reusable by a rerun: the same
-  # model and settings, but for those that do not change a seed's result.
-  run_key = {
-    'data': files.paths,
-    'init': init,
-    'pretraining_step': source.step,
-    'config': _result_settings(json.loads(config.to_json_best_effort())),
-  }
+  run_key = _run_key(config, files, init, source)
   per_seed = {}
   saves = resume.Saves(config)
   try:
@@ -524,6 +517,30 @@ def finetune(
   }
   _write_json(os.path.join(workdir, 'results.json'), results)
   return results
+
+
+def _run_key(
+  config: ml_collections.ConfigDict,
+  files: tasks.TaskFiles,
+  init: str,
+  source: pretrained.Pretrained,
+) -> dict[str, Any]:
+  """What makes a seed's result, or its checkpoint, reusable by a rerun: the same
+  data, model and settings, but for settings that do not change a seed's result."""
+  if config.random_init:
+    # Only the checkpoint's shapes and vocabulary reach a random initialisation, so
+    # any checkpoint of the same architecture and tokenizer may supply them.
+    model = {
+      'architecture': dataclasses.asdict(source.discriminator_cfg),
+      'tokenizer': source.tokenizer.spec(),
+    }
+  else:
+    model = {'init': init, 'pretraining_step': source.step}
+  return {
+    'data': files.paths,
+    **model,
+    'config': _result_settings(json.loads(config.to_json_best_effort())),
+  }
 
 
 # Settings that change how a run goes but not what a seed learns: a rerun that
