@@ -86,8 +86,11 @@ def get_config() -> ml_collections.ConfigDict:
   config.model.embedding_size = 128
   config.model.hidden_size = 256
   config.model.num_layers = 12
-  # Attention heads are hidden_size / 64 and the FFN is 4 x hidden_size, as in
-  # every ELECTRA size; both are derived in config_lib.
+  # Attention heads are hidden_size / attention_head_size (at least one) and the
+  # FFN is 4 x hidden_size, as in every ELECTRA size (the released code's
+  # max(1, hidden_size // 64)); config_lib derives both, for the generator from
+  # its own width, so a 64-wide generator has one head.
+  config.model.attention_head_size = 64
   config.model.max_position_embeddings = 512
   config.model.type_vocab_size = 2
   config.model.dropout_rate = 0.1

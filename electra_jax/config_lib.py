@@ -15,7 +15,6 @@ from electra_jax import errors
 _DTYPES = ('float32', 'bfloat16')
 _REMAT_POLICIES = ('none', 'full', 'dots_saveable')
 _ATTENTION_IMPLS = ('explicit', 'xla', 'cudnn')
-_HEAD_DIM = 64  # Every ELECTRA size uses 64-dimensional attention heads.
 # config.objective.name's values; electra_jax/objectives.py defines each.
 OBJECTIVES = ('electra', 'electra_15', 'mlm', 'replace_mlm', 'all_tokens_mlm', 'electric')
 MASKINGS = ('token', 'whole_word')  # config.objective.masking's values.
@@ -55,7 +54,7 @@ def _encoder(model: ml_collections.ConfigDict, hidden_size: int, num_layers: int
     embedding_size=model.embedding_size,
     hidden_size=hidden_size,
     num_layers=num_layers,
-    num_heads=max(1, hidden_size // _HEAD_DIM),
+    num_heads=max(1, hidden_size // model.attention_head_size),
     intermediate_size=4 * hidden_size,
     max_position_embeddings=model.max_position_embeddings,
     type_vocab_size=model.type_vocab_size,
@@ -211,6 +210,7 @@ def validate(config: ml_collections.ConfigDict, *, check_data: bool = True) -> N
     'vocab_size',
     'embedding_size',
     'hidden_size',
+    'attention_head_size',
     'num_layers',
     'max_position_embeddings',
     'type_vocab_size',
@@ -225,10 +225,11 @@ def validate(config: ml_collections.ConfigDict, *, check_data: bool = True) -> N
     'model.vocab_size',
     'must hold at least the 5 special tokens [PAD] [UNK] [CLS] [SEP] [MASK]',
   )
+  head = m.attention_head_size
   require(
-    m.hidden_size % _HEAD_DIM == 0 or m.hidden_size < _HEAD_DIM,
+    m.hidden_size % head == 0 or m.hidden_size < head,
     'model.hidden_size',
-    f'must be a multiple of {_HEAD_DIM} (heads are {_HEAD_DIM}-dimensional), got {m.hidden_size}',
+    f'must be a multiple of model.attention_head_size ({head}), got {m.hidden_size}',
   )
   require(
     0 < m.generator_hidden_fraction <= 1,
@@ -266,9 +267,10 @@ def validate(config: ml_collections.ConfigDict, *, check_data: bool = True) -> N
   )
   gen_hidden = generator_config(config).hidden_size
   require(
-    gen_hidden % _HEAD_DIM == 0 or gen_hidden < _HEAD_DIM,
+    gen_hidden % head == 0 or gen_hidden < head,
     'model.generator_hidden_fraction',
-    f'gives a generator hidden size of {gen_hidden}, which is not a multiple of {_HEAD_DIM}',
+    f'gives a generator hidden size of {gen_hidden}, which is not a multiple of '
+    f'model.attention_head_size ({head})',
   )
   for key in ('dropout_rate', 'attention_dropout_rate'):
     require(0 <= m[key] < 1, f'model.{key}', f'must be in [0, 1), got {m[key]}')

@@ -146,6 +146,9 @@ def _main() -> None:
 
   def main(argv: list[str]) -> None:
     del argv  # cli.run refuses words that are not flags.
+    # A config the trainer would refuse gets no count: the objective ablation sizes
+    # its runs with this, before the trainer sees the config.
+    config_lib.validate(config.value, check_data=False)
     per_step = train_step_flops(config.value)
     if budget.value is None:
       print(per_step)

@@ -34,6 +34,12 @@ def _bad_inputs(workdir: str) -> list[tuple[str, list[str], str]]:
       [_TINY, '--budget_tflop=1e-9'],
       '--budget_tflop=1e-09: buys no train step',
     ),
+    # A config the trainer would refuse gets no count.
+    (
+      'electra_jax.flops',
+      [_TINY, '--config.model.attention_head_size=48'],
+      'config.model.hidden_size: must be a multiple of model.attention_head_size (48), got 128',
+    ),
     (
       'electra_jax.main',
       ['--config=configs/nope.py', w],

@@ -39,6 +39,10 @@ def test_paper_hyperparameters():
   assert config_lib.generator_config(b).hidden_size == 256
   assert config_lib.generator_config(g).hidden_size == 256
   assert config_lib.generator_config(s).num_heads == 1
+  narrow_heads = s.copy_and_resolve_references()
+  narrow_heads.model.attention_head_size = 32  # Twice the heads in both networks.
+  assert config_lib.discriminator_config(narrow_heads).num_heads == 8
+  assert config_lib.generator_config(narrow_heads).num_heads == 2
   assert config_lib.max_predictions_per_seq(s) == 19  # int((0.15 + 0.005) * 128)
   # Large shards its parameters and optimizer state over every device.
   assert (g.mesh.data, g.mesh.fsdp, g.mesh.tensor) == (1, -1, 1)
@@ -55,6 +59,8 @@ def test_paper_hyperparameters():
     ('batch_size', 0, 'config.batch_size'),
     ('max_seq_length', 1024, 'config.max_seq_length'),
     ('model.hidden_size', 100, 'config.model.hidden_size'),
+    ('model.attention_head_size', 0, 'config.model.attention_head_size'),
+    ('model.attention_head_size', 48, 'config.model.hidden_size'),
     ('checkpoint.every_steps', 0, 'config.checkpoint.every_steps'),
     ('checkpoint.max_failed_saves_in_a_row', 0, 'config.checkpoint.max_failed_saves_in_a_row'),
     ('checkpoint.every_minutes', -1.0, 'config.checkpoint.every_minutes'),
