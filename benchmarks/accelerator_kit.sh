@@ -55,7 +55,8 @@ if [[ -n ${OBJECTIVE_CORPUS:-} ]]; then
   fi
   packed=$kit/data/objective_corpus.tar.xz
   mkdir -p "$kit/data"
-  [[ -f $packed ]] || tar -cJf "$packed" -C "$(dirname "$OBJECTIVE_CORPUS")" \
+  # -h: a corpus reached through a link (OUT/wiki_spm8k often is one) is packed, not the link.
+  [[ -f $packed ]] || tar -chJf "$packed" -C "$(dirname "$OBJECTIVE_CORPUS")" \
     --transform="s|^$(basename "$OBJECTIVE_CORPUS")|objective_corpus|" \
     "$(basename "$OBJECTIVE_CORPUS")"
 else
