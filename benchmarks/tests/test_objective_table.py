@@ -109,3 +109,55 @@ def test_a_curve_spreads_its_points_and_keeps_the_last():
   assert [step for step, _ in points] == [200, 1000, 1800, 2600, 3400, 4200, 5000, 5800]
   assert points[-1] == (5800, 0.29)
   assert curve({5: 1.0}) == [(5, 1.0)]
+
+
+def test_seeds_pool_over_pretraining_seeds(tmp_path):
+  """benchmarks/objective_seeds.py: each pretraining seed's OUT beats BERT on SST-2 on
+  its own, but not once pooled, since seed 0's BERT is above seed 1's ELECTRA."""
+  first, second = tmp_path / 'seed0', tmp_path / 'seed1'
+  for out, electra, bert in (
+    (first, [0.83, 0.82, 0.84], [0.81, 0.805, 0.80]),
+    (second, [0.80, 0.81, 0.795], [0.78, 0.77, 0.79]),
+  ):
+    for row in ('electra', 'mlm'):
+      (out / 'pretrain').mkdir(parents=True, exist_ok=True)
+      (out / 'pretrain' / f'{row}.lr').write_text('1e-3\n')
+    _results(out / 'finetune/sst-2-electra', 'accuracy', electra, 0.509)
+    _results(out / 'finetune/sst-2-mlm', 'accuracy', bert, 0.509)
+  _results(first / 'finetune/mrpc-electra', 'f1', [0.80, 0.79, 0.81], 0.812)
+  _results(first / 'finetune/mrpc-mlm', 'f1', [0.70, 0.71, 0.72], 0.812)
+  # ELECTRA 15% ran in the second OUT only, at another rate.
+  (second / 'pretrain/electra_15.lr').write_text('2e-3\n')
+  _results(second / 'finetune/sst-2-electra_15', 'accuracy', [0.70, 0.72, 0.71], 0.509)
+
+  done = subprocess.run(
+    [sys.executable, 'benchmarks/objective_seeds.py', str(first), str(second)],
+    cwd=REPO,
+    capture_output=True,
+    text=True,
+    timeout=120,
+  )
+  assert done.returncode == 0, done.stderr[-2000:]
+  lines = [line.split() for line in done.stdout.splitlines()]
+  # Rates, each OUT's median, then all seeds: count, median, range.
+  assert [
+    'electra',
+    'sst-2',
+    '1e-3,',
+    '1e-3',
+    '0.830,',
+    '0.800',
+    '6',
+    '0.815',
+    '0.795-0.840',
+  ] in lines
+  assert ['electra', 'mrpc', '1e-3', '0.800', '3', '0.800', '0.790-0.810'] in lines
+  assert ['electra_15', 'sst-2', '2e-3', '0.710', '3', '0.710', '0.700-0.720'] in lines
+  assert ['mlm', 'sst-2', '1e-3,', '1e-3', '0.805,', '0.780', '6', '0.795', '0.770-0.810'] in lines
+  assert ['electra', 'sst-2:', 'no', 'mrpc:', 'yes'] in lines
+  assert ['electra_15', 'sst-2:', 'no'] in lines
+
+  usage = subprocess.run(
+    [sys.executable, 'benchmarks/objective_seeds.py'], cwd=REPO, capture_output=True, text=True
+  )
+  assert usage.returncode == 2 and usage.stderr.startswith('usage:')
