@@ -16,7 +16,7 @@ import pathlib
 import statistics
 import sys
 
-from objective_table import PAPER, TASKS, seeds
+from objective_table import PAPER, TASKS, chosen_rate, print_verdicts, seeds
 
 
 def pooled(outs: list[pathlib.Path]) -> dict[tuple[str, str], list[tuple[str, list[float]]]]:
@@ -24,12 +24,10 @@ def pooled(outs: list[pathlib.Path]) -> dict[tuple[str, str], list[tuple[str, li
   found: dict[tuple[str, str], list[tuple[str, list[float]]]] = {}
   for out in outs:
     for row in PAPER:
-      lr_file = out / 'pretrain' / f'{row}.lr'
-      lr = lr_file.read_text().strip() if lr_file.exists() else '-'
       for task, metric in TASKS:
         got = seeds(out, row, task, metric)
         if got is not None:
-          found.setdefault((row, task), []).append((lr, got[0]))
+          found.setdefault((row, task), []).append((chosen_rate(out, row), got[0]))
   return found
 
 
@@ -42,29 +40,20 @@ def print_pooled(outs: list[pathlib.Path]) -> None:
   print(
     f'{"row":15} {"task":6} {"rates":16} {"medians":22} {"seeds":>5} {"median":>7} {"range":>12}'
   )
-  for row, task in ((row, task) for row in PAPER for task, _ in TASKS):
-    if (row, task) not in found:
-      continue
-    runs = found[row, task]
-    every = [value for _, values in runs for value in values]
-    print(
-      f'{row:15} {task:6} {", ".join(lr for lr, _ in runs):16} '
-      f'{", ".join(f"{statistics.median(values):.3f}" for _, values in runs):22} '
-      f'{len(every):>5} {statistics.median(every):>7.3f} '
-      f'{f"{min(every):.3f}-{max(every):.3f}":>12}'
-    )
-
-  print('\nEvery seed of the row, in every OUT, above every BERT (mlm) seed?')
+  every = {key: [value for _, values in runs for value in values] for key, runs in found.items()}
   for row in PAPER:
-    verdicts = []
     for task, _ in TASKS:
-      if row == 'mlm' or (row, task) not in found or ('mlm', task) not in found:
+      if (row, task) not in found:
         continue
-      lowest = min(v for _, values in found[row, task] for v in values)
-      highest = max(v for _, values in found['mlm', task] for v in values)
-      verdicts.append(f'{task}: {"yes" if lowest > highest else "no"}')
-    if verdicts:
-      print(f'{row:15} ' + '   '.join(verdicts))
+      runs, values = found[row, task], every[row, task]
+      print(
+        f'{row:15} {task:6} {", ".join(lr for lr, _ in runs):16} '
+        f'{", ".join(f"{statistics.median(run):.3f}" for _, run in runs):22} '
+        f'{len(values):>5} {statistics.median(values):>7.3f} '
+        f'{f"{min(values):.3f}-{max(values):.3f}":>12}'
+      )
+
+  print_verdicts(every, '\nEvery seed of the row, in every OUT, above every BERT (mlm) seed?')
 
 
 if __name__ == '__main__':

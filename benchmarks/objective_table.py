@@ -98,6 +98,34 @@ def trained_steps(run: pathlib.Path) -> str:
   return str(max(saved)) if saved else '-'
 
 
+def chosen_rate(out: pathlib.Path, row: str) -> str:
+  """The learning rate objective_ablation.sh chose for ROW ('-' if none yet)."""
+  lr_file = out / 'pretrain' / f'{row}.lr'
+  return lr_file.read_text().strip() if lr_file.exists() else '-'
+
+
+def print_verdicts(found: dict[tuple[str, str], list[float]], heading: str) -> None:
+  """The issue's test, per row and task: is every seed in `found` above every BERT
+  (mlm) seed?"""
+  print(heading)
+  for row in (
+    'electra_t3',
+    'electra',
+    'electra_15',
+    'replace_mlm',
+    'all_tokens_mlm',
+    'electric',
+    'random',
+  ):
+    verdicts = []
+    for task, _ in TASKS:
+      if (row, task) in found and ('mlm', task) in found:
+        above = min(found[row, task]) > max(found['mlm', task])
+        verdicts.append(f'{task}: {"yes" if above else "no"}')
+    if verdicts:
+      print(f'{row:15} ' + '   '.join(verdicts))
+
+
 def print_table(out: pathlib.Path, budget: str, lrs: list[str]) -> None:
   print(
     f"Each row: {budget} TFLOP of pretraining; fine-tuning under the paper's protocol, "
@@ -123,8 +151,7 @@ def print_table(out: pathlib.Path, budget: str, lrs: list[str]) -> None:
       cells.append(', '.join(f'{v:.3f}' for v in got[0]) + f' ({median:.3f})')
     if not medians:
       continue
-    lr_file = out / 'pretrain' / f'{row}.lr'
-    lr = lr_file.read_text().strip() if lr_file.exists() else '-'
+    lr = chosen_rate(out, row)
     steps = trained_steps(out / 'pretrain' / f'{row}-lr{lr}') if lr != '-' else '-'
     mean = f'{statistics.mean(medians):.3f}' if len(medians) == len(TASKS) else '-'
     print(
@@ -177,23 +204,7 @@ def print_table(out: pathlib.Path, budget: str, lrs: list[str]) -> None:
         points = '  '.join(f'{step}: {value:.3f}' for step, value in curve(run[tag]))
         print(f'{row:15} {lr:6} {heading:12} {points}')
 
-  print('\nEvery seed of the row above every BERT (mlm) seed?')
-  for row in (
-    'electra_t3',
-    'electra',
-    'electra_15',
-    'replace_mlm',
-    'all_tokens_mlm',
-    'electric',
-    'random',
-  ):
-    verdicts = []
-    for task, _ in TASKS:
-      if (row, task) in found and ('mlm', task) in found:
-        above = min(found[row, task]) > max(found['mlm', task])
-        verdicts.append(f'{task}: {"yes" if above else "no"}')
-    if verdicts:
-      print(f'{row:15} ' + '   '.join(verdicts))
+  print_verdicts(found, '\nEvery seed of the row above every BERT (mlm) seed?')
 
 
 def lane_seconds(out: pathlib.Path) -> tuple[dict[str, int], int]:

@@ -33,6 +33,19 @@ def _results(
   )
 
 
+def _run(script: str, *args: str) -> list[list[str]]:
+  """Runs benchmarks/SCRIPT on ARGS; its output lines, split into words."""
+  done = subprocess.run(
+    [sys.executable, f'benchmarks/{script}', *args],
+    cwd=REPO,
+    capture_output=True,
+    text=True,
+    timeout=120,
+  )
+  assert done.returncode == 0, done.stderr[-2000:]
+  return [line.split() for line in done.stdout.splitlines()]
+
+
 def _pretraining(run: pathlib.Path, windows: list[tuple[int, dict[str, float]]]) -> None:
   run.joinpath('checkpoints', str(windows[-1][0])).mkdir(parents=True, exist_ok=True)
   writer = metric_writer.MetricWriter(str(run))
@@ -73,15 +86,7 @@ def test_the_table_the_grid_and_the_verdicts(tmp_path):
     'pretrain pretrain/mlm-lr1e-3\t1440\t1\t0\n'
   )
 
-  done = subprocess.run(
-    [sys.executable, 'benchmarks/objective_table.py', str(out), '200', '1e-3', '2e-3'],
-    cwd=REPO,
-    capture_output=True,
-    text=True,
-    timeout=120,
-  )
-  assert done.returncode == 0, done.stderr[-2000:]
-  lines = [line.split() for line in done.stdout.splitlines()]
+  lines = _run('objective_table.py', str(out), '200', '1e-3', '2e-3')
   assert ['electra', '1e-3', '400', '0.820,', '0.830,', '0.810', '(0.820)'] == lines[2][:7]
   assert lines[2][-3:] == ['(0.800)', '0.810', '85.0']  # MRPC median, mean, paper
   assert ['mlm', '1e-3', '1000', '0.800,', '0.790,', '0.805', '(0.800)'] == lines[3][:7]
@@ -97,7 +102,7 @@ def test_the_table_the_grid_and_the_verdicts(tmp_path):
   assert ['electra', '1e-3', 'disc', 'recall', '200:', '0.010', '400:', '0.350'] in lines
   assert ['mlm', '1e-3', 'MLM', 'acc', '900:', '0.300', '1000:', '0.340'] in lines
   assert ['electra', 'sst-2:', 'yes', 'mrpc:', 'no'] in lines
-  assert done.stdout.splitlines()[-1].startswith(
+  assert ' '.join(lines[-1]).startswith(
     'Time (OUT/times.tsv): lane 0 1.50 h, lane 1 0.90 h; 144 job-minutes in all (1 stopped '
     'or failed pieces included).'
   )
@@ -130,15 +135,7 @@ def test_seeds_pool_over_pretraining_seeds(tmp_path):
   (second / 'pretrain/electra_15.lr').write_text('2e-3\n')
   _results(second / 'finetune/sst-2-electra_15', 'accuracy', [0.70, 0.72, 0.71], 0.509)
 
-  done = subprocess.run(
-    [sys.executable, 'benchmarks/objective_seeds.py', str(first), str(second)],
-    cwd=REPO,
-    capture_output=True,
-    text=True,
-    timeout=120,
-  )
-  assert done.returncode == 0, done.stderr[-2000:]
-  lines = [line.split() for line in done.stdout.splitlines()]
+  lines = _run('objective_seeds.py', str(first), str(second))
   # Rates, each OUT's median, then all seeds: count, median, range.
   assert [
     'electra',
