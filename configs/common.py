@@ -97,6 +97,13 @@ def get_config() -> ml_collections.ConfigDict:
   config.model.attention_dropout_rate = 0.1
   config.model.layer_norm_eps = 1e-12
   config.model.initializer_range = 0.02
+  # The position table's initial values. 'normal': rows from N(0,
+  # initializer_range), as the paper and the released code. 'sinusoidal': the
+  # sin/cos table of Vaswani et al. (2017) at the same root-mean-square, so
+  # that neighbouring positions start alike. Not in the paper: at CPU scale it
+  # took BERT off the masked LM's token-frequency plateau about 800 steps
+  # sooner (docs/experiments/2026-11-25_objective_ablation.md).
+  config.model.position_embedding_init = 'normal'
   # Generator width as a fraction of the discriminator's (hidden size, heads
   # and FFN all scale). Paper, Section 3.2 and Table 6: 1/4 for Small and
   # Large, 1/3 for Base. The released ELECTRA-Small checkpoint used 1.0.

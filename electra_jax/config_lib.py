@@ -18,6 +18,7 @@ _ATTENTION_IMPLS = ('explicit', 'xla', 'cudnn')
 # config.objective.name's values; electra_jax/objectives.py defines each.
 OBJECTIVES = ('electra', 'electra_15', 'mlm', 'replace_mlm', 'all_tokens_mlm', 'electric')
 MASKINGS = ('token', 'whole_word')  # config.objective.masking's values.
+POSITION_EMBEDDING_INITS = ('normal', 'sinusoidal')  # model.Embeddings'
 EMBEDDING_SHARING = ('tied', 'untied', 'gdes')  # model.ElectraPretrainingModel's
 
 
@@ -46,6 +47,7 @@ class EncoderConfig:
   scan_unroll: int
   remat_policy: str
   attention_impl: str
+  position_embedding_init: str = 'normal'
 
 
 def _encoder(model: ml_collections.ConfigDict, hidden_size: int, num_layers: int) -> EncoderConfig:
@@ -67,6 +69,7 @@ def _encoder(model: ml_collections.ConfigDict, hidden_size: int, num_layers: int
     scan_unroll=model.scan_unroll,
     remat_policy=model.remat_policy,
     attention_impl=model.attention_impl,
+    position_embedding_init=model.position_embedding_init,
   )
 
 
@@ -252,6 +255,11 @@ def validate(config: ml_collections.ConfigDict, *, check_data: bool = True) -> N
     'one transformer serves both networks, so it needs '
     'model.generator_hidden_fraction=1.0, model.generator_layers_fraction=1.0 and '
     "model.embedding_sharing='tied'",
+  )
+  require(
+    m.position_embedding_init in POSITION_EMBEDDING_INITS,
+    'model.position_embedding_init',
+    f'must be one of {POSITION_EMBEDDING_INITS}, got {m.position_embedding_init!r}',
   )
   require(
     m.embedding_sharing in EMBEDDING_SHARING,

@@ -22,6 +22,7 @@ from typing import Any
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from electra_jax import prng
 from electra_jax.config_lib import EncoderConfig
@@ -43,6 +44,21 @@ def _kernel_init(cfg: EncoderConfig, axes: Sequence[str | None]):
   return nn.with_logical_partitioning(
     nn.initializers.truncated_normal(cfg.initializer_range), tuple(axes)
   )
+
+
+def sinusoidal_positions(num_positions: int, width: int, rms: float) -> np.ndarray:
+  """[num_positions, width] sin/cos table (Vaswani et al. 2017) scaled to root-mean-square `rms`.
+
+  Sines fill the first half of the columns and cosines the second; each
+  sin/cos pair has mean square 1/2, so the factor sqrt(2) * rms sets the
+  table's scale to that of an N(0, rms) table.
+  """
+  pairs = width // 2
+  angles = np.arange(num_positions)[:, None] / 10000.0 ** (2 * np.arange(pairs) / width)
+  table = np.zeros((num_positions, width), np.float32)
+  table[:, :pairs] = np.sin(angles)
+  table[:, pairs : 2 * pairs] = np.cos(angles)
+  return table * np.float32(np.sqrt(2) * rms)
 
 
 def _zeros(axes: Sequence[str | None]):
@@ -124,8 +140,16 @@ class Embeddings(nn.Module):
     self.word_embeddings = nn.Embed(
       cfg.vocab_size, cfg.embedding_size, embedding_init=init(('vocab', 'vocab_embed'))
     )
+    position_init = init((None, 'vocab_embed'))
+    if cfg.position_embedding_init == 'sinusoidal' and not self.residual:
+      table = sinusoidal_positions(
+        cfg.max_position_embeddings, cfg.embedding_size, cfg.initializer_range
+      )
+      position_init = nn.with_logical_partitioning(
+        lambda key, shape, dtype=jnp.float32: jnp.asarray(table, dtype), (None, 'vocab_embed')
+      )
     self.position_embeddings = nn.Embed(
-      cfg.max_position_embeddings, cfg.embedding_size, embedding_init=init((None, 'vocab_embed'))
+      cfg.max_position_embeddings, cfg.embedding_size, embedding_init=position_init
     )
     self.token_type_embeddings = nn.Embed(
       cfg.type_vocab_size, cfg.embedding_size, embedding_init=init((None, 'vocab_embed'))

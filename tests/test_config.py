@@ -69,6 +69,7 @@ def test_paper_hyperparameters():
     ('model.scan_unroll', 3, 'config.model.scan_unroll'),  # tiny has 2 layers.
     ('objective.name', 'bert', 'config.objective.name'),
     ('model.embedding_sharing', 'shared', 'config.model.embedding_sharing'),
+    ('model.position_embedding_init', 'rotary', 'config.model.position_embedding_init'),
     ('model.generator_layers_fraction', 0.0, 'config.model.generator_layers_fraction'),
     # One transformer for both needs a full-size generator.
     ('model.tie_generator_to_discriminator', True, 'config.model.tie_generator_to_discriminator'),

@@ -9,7 +9,7 @@ import pytest
 from configs import tiny
 from electra_jax import config_lib, hf_interop, objectives, train
 from electra_jax.data import tokenizers
-from electra_jax.model import ElectraPretrainingModel
+from electra_jax.model import ElectraPretrainingModel, sinusoidal_positions
 from tests.conftest import require
 
 torch = require('torch')
@@ -196,3 +196,25 @@ def test_untied_embeddings_are_separate():
   )
   assert {'generator_embeddings', 'discriminator_embeddings'} <= set(params['params'])
   assert 'embeddings' not in params['params']
+
+
+@pytest.mark.parametrize('init', config_lib.POSITION_EMBEDDING_INITS)
+def test_position_table_init(init):
+  """'sinusoidal' starts the position table as sin/cos rows at the scale of 'normal's
+  N(0, 0.02) rows, so that neighbouring positions start alike; 'normal' rows do not."""
+  config = tiny.get_config()
+  config.model.position_embedding_init = init
+  model = train.build_model(config)
+  ids = jnp.full((1, 8), 7, jnp.int32)
+  params = model.init(jax.random.key(0), ids, ids * 0, ids * 0 + 1, jnp.zeros((1, 2), jnp.int32))
+  table = np.asarray(
+    nn.meta.unbox(params)['params']['embeddings']['position_embeddings']['embedding']
+  )
+  assert 0.015 < np.sqrt(np.mean(table**2)) < 0.025
+  rows = table / np.linalg.norm(table, axis=1, keepdims=True)
+  neighbours = np.mean(np.sum(rows[:-1] * rows[1:], axis=1))
+  if init == 'sinusoidal':
+    np.testing.assert_allclose(table, sinusoidal_positions(*table.shape, 0.02), rtol=1e-6)
+    assert neighbours > 0.8
+  else:
+    assert abs(neighbours) < 0.2
