@@ -101,7 +101,7 @@ def get_config() -> ml_collections.ConfigDict:
   # initializer_range), as the paper and the released code. 'sinusoidal': the
   # sin/cos table of Vaswani et al. (2017) at the same root-mean-square, so
   # that neighbouring positions start alike. Not in the paper: at CPU scale it
-  # took BERT off the masked LM's token-frequency plateau about 800 steps
+  # took BERT off the masked LM's token-frequency plateau about 700 steps
   # sooner (docs/experiments/2026-11-25_objective_ablation.md).
   config.model.position_embedding_init = 'normal'
   # Generator width as a fraction of the discriminator's (hidden size, heads
