@@ -47,7 +47,7 @@ class EncoderConfig:
   scan_unroll: int
   remat_policy: str
   attention_impl: str
-  position_embedding_init: str = 'normal'
+  position_embedding_init: str
 
 
 def _encoder(model: ml_collections.ConfigDict, hidden_size: int, num_layers: int) -> EncoderConfig:

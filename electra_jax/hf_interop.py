@@ -68,6 +68,8 @@ def encoder_config_from_hf(hf: Mapping[str, Any], **runtime: Any) -> EncoderConf
     attention_dropout_rate=hf['attention_probs_dropout_prob'],
     layer_norm_eps=hf['layer_norm_eps'],
     initializer_range=hf['initializer_range'],
+    # Only a fresh init reads it; an imported checkpoint carries its own table.
+    position_embedding_init=defaults.position_embedding_init,
     **{key: defaults[key] for key in _RUNTIME_FIELDS},
   )
   return dataclasses.replace(cfg, **runtime)

@@ -37,6 +37,7 @@ def _encoder_cfg(hidden: int, scan: bool) -> config_lib.EncoderConfig:
     scan_unroll=1,
     remat_policy='none',
     attention_impl='explicit',
+    position_embedding_init='normal',
   )
 
 
