@@ -8,12 +8,21 @@ A batch can then be cut to a shorter padded length (`trim_padding`): GLUE
 sentences are mostly far shorter than 128 tokens.
 """
 
+from typing import Protocol
+
 import numpy as np
 
 from electra_jax.data.tokenizers import Tokenizer
-from electra_jax.finetune import tasks
 
 Features = dict[str, np.ndarray]
+
+
+class Texts(Protocol):
+  """What `encode` reads of a split (`tasks.Examples` is one): its first and
+  second texts, the second None for single-sentence tasks."""
+
+  text_a: list[str]
+  text_b: list[str] | None
 
 
 def _truncate_pair(a: list[int], b: list[int], budget: int) -> tuple[list[int], list[int]]:
@@ -27,7 +36,7 @@ def _truncate_pair(a: list[int], b: list[int], budget: int) -> tuple[list[int], 
 
 
 def encode(
-  examples: 'tasks.Examples', tokenizer: Tokenizer, max_seq_length: int, *, swap: bool = False
+  examples: Texts, tokenizer: Tokenizer, max_seq_length: int, *, swap: bool = False
 ) -> Features:
   """int32 [N, max_seq_length] input_ids, attention_mask and token_type_ids.
 
