@@ -58,7 +58,7 @@ class Saves:
 
 
 class _OtherSettings(checkpointing.CheckpointError):
-  pass
+  """A seed's checkpoint saved under other settings: caught here, the seed restarts."""
 
 
 class SeedCheckpoint:
