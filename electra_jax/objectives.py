@@ -645,6 +645,30 @@ def _generator_metrics(c: Corruption, gen_metrics: Metrics) -> Metrics:
   return {**gen_metrics, 'sampled_accuracy': sampled_accuracy(c.sampled, c.masked)}
 
 
+def _one_pass(
+  params: Any,
+  batch: Batch,
+  rng: Array,
+  model: ElectraPretrainingModel,
+  obj: Settings,
+  deterministic: bool,
+) -> tuple[Array, Metrics, Corruption, tuple[Array, Metrics, Array]]:
+  """(generator MLM loss, or 0 without a generator; its metrics; the corruption;
+  the full-size network's (loss, metrics, logits)) of one pass."""
+  mask_rng, gen_rng, sample_rng, main_rng = jax.random.split(rng, 4)
+  masked = _mask(mask_rng, batch, obj)
+  gen_loss, gen_metrics, gen_logits = jnp.zeros((), jnp.float32), {}, None
+  original_log_probs = None
+  if obj.generator_network:
+    gen_logits, original_log_probs = _generator_logits(
+      params, batch, masked, gen_rng, model, obj, deterministic
+    )
+    gen_loss, gen_metrics = mlm_loss(gen_logits, masked)
+  c = sample_and_corrupt(sample_rng, batch, masked, gen_logits, obj, original_log_probs)
+  main = _MAIN_PASSES[obj.name](params, batch, c, main_rng, model, deterministic)
+  return gen_loss, _generator_metrics(c, gen_metrics), c, main
+
+
 def pretraining_outputs(
   params: Any,
   batch: Batch,
@@ -655,15 +679,7 @@ def pretraining_outputs(
   deterministic: bool = False,
 ) -> PretrainingOutputs:
   """Masks, generates, samples and corrupts, then runs the full-size network."""
-  mask_rng, gen_rng, sample_rng, main_rng = jax.random.split(rng, 4)
-  masked = _mask(mask_rng, batch, obj)
-  gen_logits, original_log_probs = None, None
-  if obj.generator_network:
-    gen_logits, original_log_probs = _generator_logits(
-      params, batch, masked, gen_rng, model, obj, deterministic
-    )
-  c = sample_and_corrupt(sample_rng, batch, masked, gen_logits, obj, original_log_probs)
-  _, _, main_logits = _MAIN_PASSES[obj.name](params, batch, c, main_rng, model, deterministic)
+  _, _, c, (_, _, main_logits) = _one_pass(params, batch, rng, model, obj, deterministic)
   return PretrainingOutputs(c, main_logits)
 
 
@@ -679,20 +695,10 @@ def pretraining_losses(
   """(generator MLM loss, or 0 without a generator; the full-size network's loss;
   metrics) of one pass. The objective is gen_weight x the first + main_weight x the
   second."""
-  mask_rng, gen_rng, sample_rng, main_rng = jax.random.split(rng, 4)
-  masked = _mask(mask_rng, batch, obj)
-  gen_loss, gen_metrics, gen_logits = jnp.zeros((), jnp.float32), {}, None
-  original_log_probs = None
-  if obj.generator_network:
-    gen_logits, original_log_probs = _generator_logits(
-      params, batch, masked, gen_rng, model, obj, deterministic
-    )
-    gen_loss, gen_metrics = mlm_loss(gen_logits, masked)
-  c = sample_and_corrupt(sample_rng, batch, masked, gen_logits, obj, original_log_probs)
-  main_loss, main_metrics, _ = _MAIN_PASSES[obj.name](
-    params, batch, c, main_rng, model, deterministic
+  gen_loss, gen_metrics, _, (main_loss, main_metrics, _) = _one_pass(
+    params, batch, rng, model, obj, deterministic
   )
-  return gen_loss, main_loss, {**_generator_metrics(c, gen_metrics), **main_metrics}
+  return gen_loss, main_loss, {**gen_metrics, **main_metrics}
 
 
 def _generator_side(name: str, model: ElectraPretrainingModel) -> bool:
