@@ -538,22 +538,31 @@ def _read_corrupted(params, model, method, rng, batch, c, deterministic, *extra)
   )
 
 
-def _replaced_token_detection(counted):
-  """Replaced token detection, its loss over the tokens that `counted(batch, c)`
-  weighs 1."""
+def discriminator_weights(name: str, batch: Batch, c: Corruption) -> Array:
+  """float32 [B, L]: the tokens whose labels objective `name`'s discriminator loss
+  counts, which its held-out figures count too: the masked positions for Table 5's
+  ELECTRA 15%, every token otherwise."""
+  if name == 'electra_15':
+    return masked_position_weights(c.masked, c.corrupted.shape[1])
+  return (batch['attention_mask'] > 0).astype(jnp.float32)
+
+
+def _replaced_token_detection(name):
+  """Replaced token detection, its loss over discriminator_weights(name, ...)."""
 
   def objective(params, batch, c, rng, model, deterministic):
     logits = _read_corrupted(
       params, model, model.discriminator_logits, rng, batch, c, deterministic
     )
-    loss, metrics = discriminator_loss(logits, c.is_replaced, counted(batch, c))
+    weights = discriminator_weights(name, batch, c)
+    loss, metrics = discriminator_loss(logits, c.is_replaced, weights)
     return loss, metrics, logits
 
   return objective
 
 
 # The paper's objective: every token counts.
-_electra = _replaced_token_detection(lambda batch, c: batch['attention_mask'] > 0)
+_electra = _replaced_token_detection('electra')
 
 
 def _electric(params, batch, c, rng, model, deterministic):
@@ -567,14 +576,13 @@ def _electric(params, batch, c, rng, model, deterministic):
     params, model, model.discriminator_logits, rng, batch, c, deterministic
   )
   logits = energies + c.noise_log_odds
-  loss, metrics = discriminator_loss(logits, c.is_replaced, batch['attention_mask'] > 0)
+  weights = discriminator_weights('electric', batch, c)
+  loss, metrics = discriminator_loss(logits, c.is_replaced, weights)
   return loss, metrics, logits
 
 
 # Table 5's 'ELECTRA 15%': only the masked positions count.
-_electra_15 = _replaced_token_detection(
-  lambda batch, c: masked_position_weights(c.masked, c.corrupted.shape[1])
-)
+_electra_15 = _replaced_token_detection('electra_15')
 
 
 def main_mlm_prefix(name: str) -> str:

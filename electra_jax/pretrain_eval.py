@@ -36,8 +36,8 @@ def make_eval_step(
   """jit(params, batch, index) -> (sums of counts, per-token disc logits, labels, weights).
 
   The sums cover what the objective has: the generator's MLM and samples,
-  then the discriminator's counts (whose logits, labels and weights feed the
-  AUC) or the full-size masked LM's. Without a discriminator the three
+  then the discriminator's counts over the tokens its loss counts (whose logits,
+  labels and weights feed the AUC) or the full-size masked LM's. Without a discriminator the three
   arrays are zeros of weight 0.
   """
   rules = config.mesh.logical_axis_rules
@@ -68,19 +68,23 @@ def make_eval_step(
     if obj.name not in objectives.RTD_OBJECTIVES:
       sums.update(mlm_sums(prefix, out.main_logits, c.masked))
       return sums, jnp.zeros_like(tokens), jnp.zeros_like(tokens), jnp.zeros_like(tokens)
+    # The tokens the objective's loss counts: all for ELECTRA, the masked ones for
+    # ELECTRA 15%, whose discriminator never learns the others.
+    counted = objectives.discriminator_weights(obj.name, batch, c)
     labels = c.is_replaced.astype(jnp.float32)
-    flagged = (out.main_logits > 0).astype(jnp.float32) * tokens
+    flagged = (out.main_logits > 0).astype(jnp.float32) * counted
     bce = optax.sigmoid_binary_cross_entropy(out.main_logits, labels)
     sums.update(
       {
-        'disc_bce': jnp.sum(bce * tokens),
-        'disc_correct': jnp.sum((flagged == labels * tokens) * tokens),
+        'counted': jnp.sum(counted),
+        'disc_bce': jnp.sum(bce * counted),
+        'disc_correct': jnp.sum((flagged == labels * counted) * counted),
         'flagged': jnp.sum(flagged),
-        'replaced': jnp.sum(labels * tokens),
+        'replaced': jnp.sum(labels * counted),
         'true_positives': jnp.sum(flagged * labels),
       }
     )
-    return sums, out.main_logits, labels, tokens
+    return sums, out.main_logits, labels, counted
 
   return jax.jit(
     eval_step, in_shardings=(param_shardings, batch_sharding, replicated), out_shardings=replicated
@@ -101,11 +105,11 @@ def summarize(sums: dict[str, float], logits: np.ndarray, labels: np.ndarray) ->
   if 'disc_bce' in sums:
     results.update(
       {
-        'disc_loss': ratio('disc_bce', 'tokens'),
-        'disc_accuracy': ratio('disc_correct', 'tokens'),
+        'disc_loss': ratio('disc_bce', 'counted'),
+        'disc_accuracy': ratio('disc_correct', 'counted'),
         'disc_precision': ratio('true_positives', 'flagged'),
         'disc_recall': ratio('true_positives', 'replaced'),
-        'replaced_fraction': ratio('replaced', 'tokens'),
+        'replaced_fraction': ratio('replaced', 'counted'),
         'disc_auc': scores.roc_auc(labels, logits),
       }
     )

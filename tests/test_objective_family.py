@@ -4,11 +4,12 @@ switches, GDES embedding sharing, and the train step's two-phase gradients for e
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+from jax.sharding import NamedSharding, PartitionSpec
 import numpy as np
 import pytest
 
 from configs import tiny
-from electra_jax import config_lib, objectives, train
+from electra_jax import config_lib, objectives, pretrain_eval, sharding, train
 from electra_jax.data import tokenizers
 from tests.conftest import require
 
@@ -159,6 +160,31 @@ def test_electra_15_counts_only_the_masked_positions():
   )
   expected, _ = objectives.discriminator_loss(out.main_logits, out.corruption.is_replaced, weights)
   np.testing.assert_allclose(main_loss, expected, rtol=1e-6)
+
+
+@pytest.mark.parametrize('objective', ['electra', 'electra_15'])
+def test_held_out_figures_count_the_tokens_the_loss_counts(objective):
+  config = _config(objective)
+  model, params, obj, batch = _setup(config)
+  mesh = sharding.make_mesh(config.mesh, jax.devices()[:1])
+  replicated = NamedSharding(mesh, PartitionSpec())
+  batch_sharding = sharding.batch_sharding(mesh, config.mesh.logical_axis_rules)
+  step = pretrain_eval.make_eval_step(
+    model, obj, config, jax.tree.map(lambda _: replicated, params), batch_sharding
+  )
+  sums, logits, labels, weights = jax.device_get(step(params, batch, np.int32(0)))
+  held_out = pretrain_eval.summarize(sums, logits[weights > 0], labels[weights > 0])
+  # The eval step's key for batch 0, and the same deterministic pass.
+  rng = jax.random.fold_in(jax.random.key(config.eval.seed), 0)
+  _, main_loss, metrics = objectives.pretraining_losses(
+    params, batch, rng, model=model, obj=obj, deterministic=True
+  )
+  for name in ('disc_loss', 'disc_accuracy', 'disc_precision', 'disc_recall', 'replaced_fraction'):
+    np.testing.assert_allclose(held_out[name], metrics[name], rtol=1e-5, err_msg=name)
+  np.testing.assert_allclose(held_out['disc_loss'], main_loss, rtol=1e-5)
+  masked = float(sums['masked'])
+  assert float(sums['counted']) == (masked if objective == 'electra_15' else sums['tokens'])
+  assert held_out['tokens'] == float(sums['tokens']) > masked
 
 
 @pytest.mark.parametrize('objective', ['replace_mlm', 'all_tokens_mlm', 'mlm'])
