@@ -241,27 +241,38 @@ def mlm_loss(
   return loss, {f'{prefix}_loss': loss, f'{prefix}_accuracy': _safe_div(jnp.sum(correct), total)}
 
 
+def discriminator_counts(logits: Array, is_replaced: Array, weights: Array) -> dict[str, Array]:
+  """Sums over the tokens of weight 1 [B, L], in float32: the tokens counted, their
+  binary cross-entropy, correct answers, tokens flagged "replaced", tokens replaced,
+  and true positives. The loss divides them per batch; held-out evaluation pools
+  them over batches first."""
+  logits = logits.astype(jnp.float32)
+  labels = is_replaced.astype(jnp.float32)
+  weights = weights.astype(jnp.float32)
+  predicted = (logits > 0).astype(jnp.float32) * weights
+  actual = labels * weights
+  return {
+    'counted': jnp.sum(weights),
+    'disc_bce': jnp.sum(optax.sigmoid_binary_cross_entropy(logits, labels) * weights),
+    'disc_correct': jnp.sum((predicted == actual) * weights),
+    'flagged': jnp.sum(predicted),
+    'replaced': jnp.sum(actual),
+    'true_positives': jnp.sum(predicted * actual),
+  }
+
+
 def discriminator_loss(
   logits: Array, is_replaced: Array, weights: Array
 ) -> tuple[Array, dict[str, Array]]:
   """Mean binary cross-entropy over the tokens of weight 1 [B, L], in float32."""
-  logits = logits.astype(jnp.float32)
-  labels = is_replaced.astype(jnp.float32)
-  weights = weights.astype(jnp.float32)
-  bce = optax.sigmoid_binary_cross_entropy(logits, labels)
-  total = jnp.sum(weights)
-  loss = _safe_div(jnp.sum(bce * weights), total)
-
-  predicted = (logits > 0).astype(jnp.float32) * weights
-  actual = labels * weights
-  true_positive = jnp.sum(predicted * actual)
-  correct = jnp.sum((predicted == actual) * weights)
+  n = discriminator_counts(logits, is_replaced, weights)
+  loss = _safe_div(n['disc_bce'], n['counted'])
   return loss, {
     'disc_loss': loss,
-    'disc_accuracy': _safe_div(correct, total),
-    'disc_precision': _safe_div(true_positive, jnp.sum(predicted)),
-    'disc_recall': _safe_div(true_positive, jnp.sum(actual)),
-    'replaced_fraction': _safe_div(jnp.sum(actual), total),
+    'disc_accuracy': _safe_div(n['disc_correct'], n['counted']),
+    'disc_precision': _safe_div(n['true_positives'], n['flagged']),
+    'disc_recall': _safe_div(n['true_positives'], n['replaced']),
+    'replaced_fraction': _safe_div(n['replaced'], n['counted']),
   }
 
 

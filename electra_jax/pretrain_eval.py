@@ -37,8 +37,8 @@ def make_eval_step(
 
   The sums cover what the objective has: the generator's MLM and samples,
   then the discriminator's counts over the tokens its loss counts (whose logits,
-  labels and weights feed the AUC) or the full-size masked LM's. Without a discriminator the three
-  arrays are zeros of weight 0.
+  labels and weights feed the AUC) or the full-size masked LM's. Without a
+  discriminator the three arrays are zeros of weight 0.
   """
   rules = config.mesh.logical_axis_rules
   replicated = NamedSharding(batch_sharding.mesh, PartitionSpec())
@@ -71,19 +71,8 @@ def make_eval_step(
     # The tokens the objective's loss counts: all for ELECTRA, the masked ones for
     # ELECTRA 15%, whose discriminator never learns the others.
     counted = objectives.discriminator_weights(obj.name, batch, c)
+    sums.update(objectives.discriminator_counts(out.main_logits, c.is_replaced, counted))
     labels = c.is_replaced.astype(jnp.float32)
-    flagged = (out.main_logits > 0).astype(jnp.float32) * counted
-    bce = optax.sigmoid_binary_cross_entropy(out.main_logits, labels)
-    sums.update(
-      {
-        'counted': jnp.sum(counted),
-        'disc_bce': jnp.sum(bce * counted),
-        'disc_correct': jnp.sum((flagged == labels * counted) * counted),
-        'flagged': jnp.sum(flagged),
-        'replaced': jnp.sum(labels * counted),
-        'true_positives': jnp.sum(flagged * labels),
-      }
-    )
     return sums, out.main_logits, labels, counted
 
   return jax.jit(
