@@ -228,17 +228,31 @@ def _safe_div(num: Array, den: Array) -> Array:
   return num / jnp.maximum(den, 1e-6)
 
 
+def mlm_counts(logits: Array, masked: MaskedBatch, prefix: str = 'mlm') -> dict[str, Array]:
+  """Sums over the used masked slots, in float32: PREFIX_nll, the cross-entropy, and
+  PREFIX_correct, the first-argmax hits. The loss divides them per batch; held-out
+  evaluation pools them over batches first."""
+  logits = logits.astype(jnp.float32)
+  nll = optax.softmax_cross_entropy_with_integer_labels(logits, masked.labels)
+  correct = first_argmax(logits) == masked.labels
+  return {
+    f'{prefix}_nll': jnp.sum(nll * masked.weights),
+    f'{prefix}_correct': jnp.sum(correct * masked.weights),
+  }
+
+
 def mlm_loss(
   logits: Array, masked: MaskedBatch, prefix: str = 'mlm'
 ) -> tuple[Array, dict[str, Array]]:
   """Mean cross-entropy over the used masked slots, in float32; metrics named PREFIX_loss
   and PREFIX_accuracy."""
-  logits = logits.astype(jnp.float32)
-  nll = optax.softmax_cross_entropy_with_integer_labels(logits, masked.labels)
+  n = mlm_counts(logits, masked, prefix)
   total = jnp.sum(masked.weights)
-  loss = _safe_div(jnp.sum(nll * masked.weights), total)
-  correct = (first_argmax(logits) == masked.labels) * masked.weights
-  return loss, {f'{prefix}_loss': loss, f'{prefix}_accuracy': _safe_div(jnp.sum(correct), total)}
+  loss = _safe_div(n[f'{prefix}_nll'], total)
+  return loss, {
+    f'{prefix}_loss': loss,
+    f'{prefix}_accuracy': _safe_div(n[f'{prefix}_correct'], total),
+  }
 
 
 def discriminator_counts(logits: Array, is_replaced: Array, weights: Array) -> dict[str, Array]:

@@ -16,7 +16,6 @@ import jax.numpy as jnp
 from jax.sharding import NamedSharding, PartitionSpec
 import ml_collections
 import numpy as np
-import optax
 
 from electra_jax import config_lib, objectives, scores, sharding
 from electra_jax.data import pipeline, shards
@@ -44,14 +43,6 @@ def make_eval_step(
   replicated = NamedSharding(batch_sharding.mesh, PartitionSpec())
   prefix = objectives.main_mlm_prefix(obj.name)
 
-  def mlm_sums(name, logits, masked):
-    nll = optax.softmax_cross_entropy_with_integer_labels(logits, masked.labels)
-    correct = objectives.first_argmax(logits) == masked.labels
-    return {
-      f'{name}_nll': jnp.sum(nll * masked.weights),
-      f'{name}_correct': jnp.sum(correct * masked.weights),
-    }
-
   def eval_step(params, batch, index):
     rng = jax.random.fold_in(jax.random.key(config.eval.seed), index)
     with nn.logical_axis_rules(rules):
@@ -62,11 +53,11 @@ def make_eval_step(
     tokens = (batch['attention_mask'] > 0).astype(jnp.float32)
     sums = {'masked': jnp.sum(c.masked.weights), 'tokens': jnp.sum(tokens)}
     if c.gen_logits is not None:
-      sums.update(mlm_sums('mlm', c.gen_logits, c.masked))
+      sums.update(objectives.mlm_counts(c.gen_logits, c.masked))
     if c.sampled is not None:
       sums['sampled_correct'] = jnp.sum((c.sampled == c.masked.labels) * c.masked.weights)
     if obj.name not in objectives.RTD_OBJECTIVES:
-      sums.update(mlm_sums(prefix, out.main_logits, c.masked))
+      sums.update(objectives.mlm_counts(out.main_logits, c.masked, prefix))
       return sums, jnp.zeros_like(tokens), jnp.zeros_like(tokens), jnp.zeros_like(tokens)
     # The tokens the objective's loss counts: all for ELECTRA, the masked ones for
     # ELECTRA 15%, whose discriminator never learns the others.
