@@ -106,13 +106,12 @@ def real_token_rows(tiny_tokenizer):
 
   unit = sources.WorkUnit('wiki', str(data_dir() / 'wikipedia' / 'AA' / 'wiki_01'))
   builder = packing.ExampleBuilder(64, tiny_tokenizer.special_ids, np.random.default_rng(0))
-  rows = []
+  records = []
   for doc in sources.read_documents(unit, sources.ReadOptions()):
-    for record in builder.add_document(tiny_tokenizer.encode(doc)):
-      rows.append(packing.decode_record(record, 64, tiny_tokenizer.pad_id)['input_ids'])
-    if len(rows) >= 64:
+    records.extend(builder.add_document(tiny_tokenizer.encode(doc)))
+    if len(records) >= 64:
       break
-  return np.stack(rows[:64])
+  return packing.decode_records(records[:64], 64, tiny_tokenizer.pad_id)['input_ids']
 
 
 @pytest.fixture(scope='module')

@@ -36,7 +36,7 @@ def _glue() -> str:
 )
 def test_real_task_files(task, split, rows, labelled):
   t = glue.get_task(task)
-  examples = glue.read_split(t, _glue(), split)
+  examples = glue.task_files(t, _glue(), {}).read(split)
   assert len(examples) == rows
   assert (examples.text_b is not None) == (t.name in ('mrpc', 'wnli'))
   if labelled:
@@ -46,10 +46,10 @@ def test_real_task_files(task, split, rows, labelled):
 
 
 def test_real_rows_land_in_the_right_fields():
-  cola = glue.read_split(glue.get_task('cola'), _glue(), 'train')
+  cola = glue.task_files(glue.get_task('cola'), _glue(), {}).read('train')
   assert cola.text_a[0].startswith("Our friends won't buy this analysis")
   assert cola.labels[0] == 1
-  mrpc = glue.read_split(glue.get_task('mrpc'), _glue(), 'train')  # Its header has a BOM.
+  mrpc = glue.task_files(glue.get_task('mrpc'), _glue(), {}).read('train')  # Its header has a BOM.
   assert mrpc.text_a[0].startswith('Amrozi accused his brother')
   assert mrpc.text_b[0].startswith('Referring to him as only')
   assert mrpc.labels[:2].tolist() == [1, 0]
@@ -71,7 +71,7 @@ def test_other_layouts_as_glue_ships_them(tmp_path):
       '0\tmain-captions\tMSRvid\t2012test\t0000\tnone\tnone\tA man plays.\tA man is playing.\t4.6',
     ],
   )
-  sts = glue.read_split(glue.get_task('STS-B'), str(tmp_path), 'dev')
+  sts = glue.task_files(glue.get_task('STS-B'), str(tmp_path), {}).read('dev')
   assert (sts.text_a, sts.text_b) == (['A man plays.'], ['A man is playing.'])
   assert sts.labels.dtype == np.float32 and sts.labels[0] == pytest.approx(4.6)
 
@@ -102,11 +102,11 @@ def test_other_layouts_as_glue_ships_them(tmp_path):
       ),
     ],
   )
-  mnli = glue.read_split(glue.get_task('mnli'), str(tmp_path), 'dev_mismatched')
+  mnli = glue.task_files(glue.get_task('mnli'), str(tmp_path), {}).read('dev_mismatched')
   assert mnli.text_b == ['An animal.'] and mnli.labels.tolist() == [1]
 
   _write(tmp_path, 'QQP', 'test.tsv', ['id\tquestion1\tquestion2', '7\tWhy?\tHow?'])
-  qqp = glue.read_split(glue.get_task('qqp'), str(tmp_path), 'test')
+  qqp = glue.task_files(glue.get_task('qqp'), str(tmp_path), {}).read('test')
   assert (qqp.ids, qqp.text_a, qqp.text_b) == (['7'], ['Why?'], ['How?'])
   _write(
     tmp_path,
@@ -114,7 +114,8 @@ def test_other_layouts_as_glue_ships_them(tmp_path):
     'train.tsv',
     ['index\tsentence1\tsentence2\tlabel', '0\tIt rains.\tIt is dry.\tnot_entailment'],
   )
-  assert glue.read_split(glue.get_task('rte'), str(tmp_path), 'train').labels.tolist() == [1]
+  rte = glue.task_files(glue.get_task('rte'), str(tmp_path), {}).read('train')
+  assert rte.labels.tolist() == [1]
 
 
 @pytest.mark.parametrize(
@@ -134,7 +135,7 @@ def test_other_layouts_as_glue_ships_them(tmp_path):
 def test_bad_rows_name_file_and_line(tmp_path, lines, message):
   _write(tmp_path, 'RTE', 'train.tsv', lines)
   with pytest.raises(tasks.TaskDataError, match=message):
-    glue.read_split(glue.get_task('rte'), str(tmp_path), 'train')
+    glue.task_files(glue.get_task('rte'), str(tmp_path), {}).read('train')
 
 
 def test_bad_scores_missing_files_and_unknown_tasks(tmp_path):
@@ -149,9 +150,9 @@ def test_bad_scores_missing_files_and_unknown_tasks(tmp_path):
     match=r"STS-B/train.tsv:2: score '7.5' is not a "
     r'number in \[0.0, 5.0\]',
   ):
-    glue.read_split(glue.get_task('sts-b'), str(tmp_path), 'train')
+    glue.task_files(glue.get_task('sts-b'), str(tmp_path), {}).read('train')
   with pytest.raises(tasks.TaskDataError, match=r'CoLA/dev.tsv: no such file'):
-    glue.read_split(glue.get_task('cola'), str(tmp_path), 'dev')
+    glue.task_files(glue.get_task('cola'), str(tmp_path), {}).read('dev')
   with pytest.raises(tasks.TaskDataError, match='--task=squad: not a GLUE task'):
     glue.get_task('squad')
 
@@ -200,7 +201,7 @@ def test_length_grouped_epochs_cut_padding_and_keep_batches_random():
   tokenizer = tokenizers.WordPieceTokenizer(
     str(data_dir() / 'vocab' / 'bert-base-uncased-vocab.txt')
   )
-  train = glue.read_split(glue.get_task('sst-2'), _glue(), 'train')
+  train = glue.task_files(glue.get_task('sst-2'), _glue(), {}).read('train')
   rows = features.encode(train.subset(np.arange(4000)), tokenizer, max_seq_length=128)
   lengths, size = rows['attention_mask'].sum(-1), 32
 
@@ -232,7 +233,7 @@ def test_trimmed_padding_changes_no_output():
   tokenizer = tokenizers.WordPieceTokenizer(
     str(data_dir() / 'vocab' / 'bert-base-uncased-vocab.txt')
   )
-  sentences = glue.read_split(glue.get_task('sst-2'), _glue(), 'dev')
+  sentences = glue.task_files(glue.get_task('sst-2'), _glue(), {}).read('dev')
   rows = features.encode(sentences, tokenizer, max_seq_length=64)
   lengths = rows['attention_mask'].sum(-1)
   short, long = np.argsort(lengths)[:4], np.argsort(lengths)[-4:]
@@ -280,7 +281,7 @@ def test_submission_files(tmp_path):
 )
 def test_constant_baseline_on_the_real_tasks(task, answer, dev_scores):
   t = glue.get_task(task)
-  train, dev = (glue.read_split(t, _glue(), split) for split in ('train', 'dev'))
+  train, dev = (glue.task_files(t, _glue(), {}).read(split) for split in ('train', 'dev'))
   constant = tasks.constant_answer(t, train.labels)
   assert tasks.answer_name(t, constant) == answer
   assert tasks.score(t, dev.labels, np.full(len(dev), constant)) == pytest.approx(dev_scores)

@@ -13,8 +13,8 @@ SPECIAL = SpecialIds(pad=0, cls=2, sep=3, mask=4)
 
 def _check_record(record: np.ndarray, max_len: int) -> tuple[list[int], list[int]]:
   """Checks one record's layout; returns its segments A and B."""
-  decoded = packing.decode_record(record, max_len, SPECIAL.pad)
-  ids, types, mask = decoded['input_ids'], decoded['token_type_ids'], decoded['attention_mask']
+  decoded = packing.decode_records([record], max_len, SPECIAL.pad)
+  ids, types, mask = (decoded[k][0] for k in ('input_ids', 'token_type_ids', 'attention_mask'))
   n = int(mask.sum())
   assert 3 <= n <= max_len and ids[0] == SPECIAL.cls
   assert (ids[n:] == SPECIAL.pad).all() and (mask[:n] == 1).all()

@@ -60,8 +60,9 @@ def test_wordpiece_preparation_resumes_and_refuses_other_options(tmp_path, wiki_
   records = _records(data)
   assert len(records) == counts['examples'] == data.num_examples
   assert sum(len(r) - 4 + (r[0] == len(r) - 1) for r in records) == counts['tokens']
-  decoded = packing.decode_record(records[0], 128, 0)
-  assert decoded['input_ids'][0] == 101 and decoded['attention_mask'].sum() == len(records[0]) - 1
+  decoded = packing.decode_records(records[:1], 128, 0)
+  assert decoded['input_ids'][0, 0] == 101
+  assert decoded['attention_mask'][0].sum() == len(records[0]) - 1
   # The first example holds the first words of the first article.
   tokenizer = data.tokenizer()
   first_doc = next(

@@ -23,7 +23,8 @@ def test_sst2_read_by_column_names_is_glues_sst2():
   assert files.task.labels == ('0', '1') and files.task.metrics == ('accuracy', 'macro_f1')
   assert files.task.test_splits == (('test', 'predictions'),)
   for split in ('train', 'dev'):
-    ours, theirs = files.read(split), glue.read_split(glue.get_task('sst-2'), sst2.parent, split)
+    theirs = glue.task_files(glue.get_task('sst-2'), sst2.parent, {}).read(split)
+    ours = files.read(split)
     assert ours.text_a == theirs.text_a and ours.text_b is None
     np.testing.assert_array_equal(ours.labels, theirs.labels)
   test = files.read('test')

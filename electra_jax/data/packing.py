@@ -155,8 +155,3 @@ def decode_records(
     'attention_mask': valid.astype(np.int32),
     'token_type_ids': (valid & (positions >= segment_a)).astype(np.int32),
   }
-
-
-def decode_record(record: np.ndarray, max_seq_length: int, pad_id: int) -> dict[str, np.ndarray]:
-  """One example's arrays, each int32 [max_seq_length]."""
-  return {k: v[0] for k, v in decode_records([record], max_seq_length, pad_id).items()}

@@ -174,11 +174,6 @@ def task_files(task: GlueTask, glue_dir: str | None, files: dict[str, str]) -> t
   return tasks.TaskFiles(task, paths, lambda split, path: read_file(task, split, path))
 
 
-def read_split(task: GlueTask, glue_dir: str, split: str) -> tasks.Examples:
-  """Reads `split` (train, dev, dev_matched, test, ...) of `task` from glue_dir."""
-  return read_file(task, split, os.path.join(glue_dir, task.folder, f'{split}.tsv'))
-
-
 def read_file(task: GlueTask, split: str, path: str) -> tasks.Examples:
   """Reads the file of `split` (train, dev, dev_matched, test, ...) of `task`."""
   columns = task.test if split.startswith('test') else task.labelled
