@@ -310,10 +310,10 @@ def copy_mixture_log_probs(mlm_logits: Array, copy_logits: Array, input_ids: Arr
   return jnp.logaddexp(jax.nn.log_sigmoid(-copy_logits) + log_softmax, copied)
 
 
-def sampled_accuracy(sampled: Array, masked: MaskedBatch) -> Array:
-  """Fraction of used masked slots where the generator's sample is the original."""
-  hits = (sampled == masked.labels) * masked.weights
-  return _safe_div(jnp.sum(hits), jnp.sum(masked.weights))
+def sampled_correct(sampled: Array, masked: MaskedBatch) -> Array:
+  """The used masked slots where the generator's sample is the original, summed: the
+  train metric divides by the slots per batch, held-out evaluation over all batches."""
+  return jnp.sum((sampled == masked.labels) * masked.weights)
 
 
 def masked_position_weights(masked: MaskedBatch, length: int) -> Array:
@@ -675,7 +675,8 @@ def electric_logits(
 def _generator_metrics(c: Corruption, gen_metrics: Metrics) -> Metrics:
   if c.sampled is None:
     return gen_metrics
-  return {**gen_metrics, 'sampled_accuracy': sampled_accuracy(c.sampled, c.masked)}
+  accuracy = _safe_div(sampled_correct(c.sampled, c.masked), jnp.sum(c.masked.weights))
+  return {**gen_metrics, 'sampled_accuracy': accuracy}
 
 
 def _one_pass(

@@ -55,7 +55,7 @@ def make_eval_step(
     if c.gen_logits is not None:
       sums.update(objectives.mlm_counts(c.gen_logits, c.masked))
     if c.sampled is not None:
-      sums['sampled_correct'] = jnp.sum((c.sampled == c.masked.labels) * c.masked.weights)
+      sums['sampled_correct'] = objectives.sampled_correct(c.sampled, c.masked)
     if obj.name not in objectives.RTD_OBJECTIVES:
       sums.update(objectives.mlm_counts(out.main_logits, c.masked, prefix))
       return sums, jnp.zeros_like(tokens), jnp.zeros_like(tokens), jnp.zeros_like(tokens)
