@@ -17,6 +17,11 @@ def _glue() -> str:
   return str(data_dir() / 'glue')
 
 
+def _read(task: str, split: str, glue_dir: str | None = None) -> tasks.Examples:
+  """One split, through the layout fine-tuning reads (glue_dir: the real data by default)."""
+  return glue.task_files(glue.get_task(task), glue_dir or _glue(), {}).read(split)
+
+
 @pytest.mark.parametrize(
   'task, split, rows, labelled',
   [
@@ -36,7 +41,7 @@ def _glue() -> str:
 )
 def test_real_task_files(task, split, rows, labelled):
   t = glue.get_task(task)
-  examples = glue.task_files(t, _glue(), {}).read(split)
+  examples = _read(task, split)
   assert len(examples) == rows
   assert (examples.text_b is not None) == (t.name in ('mrpc', 'wnli'))
   if labelled:
@@ -46,10 +51,10 @@ def test_real_task_files(task, split, rows, labelled):
 
 
 def test_real_rows_land_in_the_right_fields():
-  cola = glue.task_files(glue.get_task('cola'), _glue(), {}).read('train')
+  cola = _read('cola', 'train')
   assert cola.text_a[0].startswith("Our friends won't buy this analysis")
   assert cola.labels[0] == 1
-  mrpc = glue.task_files(glue.get_task('mrpc'), _glue(), {}).read('train')  # Its header has a BOM.
+  mrpc = _read('mrpc', 'train')  # Its header has a BOM.
   assert mrpc.text_a[0].startswith('Amrozi accused his brother')
   assert mrpc.text_b[0].startswith('Referring to him as only')
   assert mrpc.labels[:2].tolist() == [1, 0]
@@ -71,7 +76,7 @@ def test_other_layouts_as_glue_ships_them(tmp_path):
       '0\tmain-captions\tMSRvid\t2012test\t0000\tnone\tnone\tA man plays.\tA man is playing.\t4.6',
     ],
   )
-  sts = glue.task_files(glue.get_task('STS-B'), str(tmp_path), {}).read('dev')
+  sts = _read('STS-B', 'dev', str(tmp_path))
   assert (sts.text_a, sts.text_b) == (['A man plays.'], ['A man is playing.'])
   assert sts.labels.dtype == np.float32 and sts.labels[0] == pytest.approx(4.6)
 
@@ -102,11 +107,11 @@ def test_other_layouts_as_glue_ships_them(tmp_path):
       ),
     ],
   )
-  mnli = glue.task_files(glue.get_task('mnli'), str(tmp_path), {}).read('dev_mismatched')
+  mnli = _read('mnli', 'dev_mismatched', str(tmp_path))
   assert mnli.text_b == ['An animal.'] and mnli.labels.tolist() == [1]
 
   _write(tmp_path, 'QQP', 'test.tsv', ['id\tquestion1\tquestion2', '7\tWhy?\tHow?'])
-  qqp = glue.task_files(glue.get_task('qqp'), str(tmp_path), {}).read('test')
+  qqp = _read('qqp', 'test', str(tmp_path))
   assert (qqp.ids, qqp.text_a, qqp.text_b) == (['7'], ['Why?'], ['How?'])
   _write(
     tmp_path,
@@ -114,7 +119,7 @@ def test_other_layouts_as_glue_ships_them(tmp_path):
     'train.tsv',
     ['index\tsentence1\tsentence2\tlabel', '0\tIt rains.\tIt is dry.\tnot_entailment'],
   )
-  rte = glue.task_files(glue.get_task('rte'), str(tmp_path), {}).read('train')
+  rte = _read('rte', 'train', str(tmp_path))
   assert rte.labels.tolist() == [1]
 
 
@@ -135,7 +140,7 @@ def test_other_layouts_as_glue_ships_them(tmp_path):
 def test_bad_rows_name_file_and_line(tmp_path, lines, message):
   _write(tmp_path, 'RTE', 'train.tsv', lines)
   with pytest.raises(tasks.TaskDataError, match=message):
-    glue.task_files(glue.get_task('rte'), str(tmp_path), {}).read('train')
+    _read('rte', 'train', str(tmp_path))
 
 
 def test_bad_scores_missing_files_and_unknown_tasks(tmp_path):
@@ -150,9 +155,9 @@ def test_bad_scores_missing_files_and_unknown_tasks(tmp_path):
     match=r"STS-B/train.tsv:2: score '7.5' is not a "
     r'number in \[0.0, 5.0\]',
   ):
-    glue.task_files(glue.get_task('sts-b'), str(tmp_path), {}).read('train')
+    _read('sts-b', 'train', str(tmp_path))
   with pytest.raises(tasks.TaskDataError, match=r'CoLA/dev.tsv: no such file'):
-    glue.task_files(glue.get_task('cola'), str(tmp_path), {}).read('dev')
+    _read('cola', 'dev', str(tmp_path))
   with pytest.raises(tasks.TaskDataError, match='--task=squad: not a GLUE task'):
     glue.get_task('squad')
 
@@ -201,7 +206,7 @@ def test_length_grouped_epochs_cut_padding_and_keep_batches_random():
   tokenizer = tokenizers.WordPieceTokenizer(
     str(data_dir() / 'vocab' / 'bert-base-uncased-vocab.txt')
   )
-  train = glue.task_files(glue.get_task('sst-2'), _glue(), {}).read('train')
+  train = _read('sst-2', 'train')
   rows = features.encode(train.subset(np.arange(4000)), tokenizer, max_seq_length=128)
   lengths, size = rows['attention_mask'].sum(-1), 32
 
@@ -233,7 +238,7 @@ def test_trimmed_padding_changes_no_output():
   tokenizer = tokenizers.WordPieceTokenizer(
     str(data_dir() / 'vocab' / 'bert-base-uncased-vocab.txt')
   )
-  sentences = glue.task_files(glue.get_task('sst-2'), _glue(), {}).read('dev')
+  sentences = _read('sst-2', 'dev')
   rows = features.encode(sentences, tokenizer, max_seq_length=64)
   lengths = rows['attention_mask'].sum(-1)
   short, long = np.argsort(lengths)[:4], np.argsort(lengths)[-4:]
@@ -281,7 +286,7 @@ def test_submission_files(tmp_path):
 )
 def test_constant_baseline_on_the_real_tasks(task, answer, dev_scores):
   t = glue.get_task(task)
-  train, dev = (glue.task_files(t, _glue(), {}).read(split) for split in ('train', 'dev'))
+  train, dev = (_read(task, split) for split in ('train', 'dev'))
   constant = tasks.constant_answer(t, train.labels)
   assert tasks.answer_name(t, constant) == answer
   assert tasks.score(t, dev.labels, np.full(len(dev), constant)) == pytest.approx(dev_scores)
