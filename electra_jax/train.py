@@ -165,7 +165,7 @@ def make_train_step(
   tx: optax.GradientTransformation,
   obj: objectives.Settings,
 ) -> Callable[[TrainState, Batch], tuple[TrainState, Metrics]]:
-  """The whole replaced-token-detection update as one function of (state, batch)."""
+  """The whole update of config.objective as one function of (state, batch)."""
   schedule = optim.learning_rate_schedule(config)
   rules = config.mesh.logical_axis_rules
 

@@ -1,1 +1,2 @@
-"""Fine-tuning a pretrained discriminator on GLUE: `python -m electra_jax.finetune`."""
+"""Fine-tuning a pretrained network on GLUE, SQuAD, tagging or your own files:
+`python -m electra_jax.finetune`."""

@@ -1,4 +1,4 @@
-"""Fine-tunes a pretrained ELECTRA discriminator on a GLUE task or on your own files.
+"""Fine-tunes a pretrained network on a GLUE, SQuAD or tagging task, or on your own files.
 
   python -m electra_jax.finetune --task=mrpc --data_dir=GLUE --init=WORKDIR_OR_HF_DIR \
       --workdir=OUT [--config=configs/finetune.py:base] [--config.key=value ...]

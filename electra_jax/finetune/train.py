@@ -1,4 +1,6 @@
-"""Fine-tuning a pretrained discriminator on one GLUE task, over several seeds.
+"""Fine-tuning a pretrained network on one task, over several seeds. The network is
+the one a pretraining objective keeps (objectives.py): ELECTRA's discriminator, or
+the MLM family's full-size network.
 
 Sections, in the order they run: config, model and data, then per seed:
 state, train step, loop with per-epoch dev evaluation, test predictions; last,
