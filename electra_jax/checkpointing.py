@@ -42,6 +42,7 @@ ARCHITECTURE_KEYS = (
   'model.vocab_size',
   'model.embedding_size',
   'model.hidden_size',
+  'model.attention_head_size',
   'model.num_layers',
   'model.max_position_embeddings',
   'model.type_vocab_size',

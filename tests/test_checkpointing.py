@@ -376,6 +376,79 @@ def test_config_changes_are_refused_or_named(tmp_path, run_a, prepared_tiny):
   )
 
 
+# Another valid value for every key of config.model and config.objective, from
+# configs/tiny.py with a full-width generator (which tying the generator needs) and
+# no attention dropout (which attention_impl='xla' needs).
+_ANOTHER_VALUE = {
+  'model.attention_dropout_rate': 0.2,
+  'model.attention_head_size': 32,
+  'model.attention_impl': 'xla',
+  'model.dropout_rate': 0.2,
+  'model.dtype': 'bfloat16',
+  'model.embedding_sharing': 'untied',
+  'model.embedding_size': 32,
+  'model.generator_hidden_fraction': 0.5,
+  'model.generator_layers_fraction': 0.5,
+  'model.hidden_size': 64,
+  'model.initializer_range': 0.05,
+  'model.layer_norm_eps': 1e-6,
+  'model.max_position_embeddings': 256,
+  'model.num_layers': 1,
+  'model.position_embedding_init': 'sinusoidal',
+  'model.remat_policy': 'full',
+  'model.scan_layers': False,
+  'model.scan_unroll': 2,
+  'model.tie_generator_to_discriminator': True,
+  'model.type_vocab_size': 3,
+  'model.vocab_size': 2008,
+  'objective.disallow_correct': True,
+  'objective.disc_weight': 10.0,
+  'objective.gen_weight': 2.0,
+  'objective.mask_prob': 0.2,
+  'objective.mask_token_prob': 0.5,
+  'objective.masking': 'whole_word',
+  'objective.name': 'mlm',
+  'objective.temperature': 3.0,
+  'objective.uniform_generator': True,
+}
+
+
+def test_architecture_keys_are_the_keys_that_change_the_parameters():
+  """A resume under a changed key that reshapes the parameters must be refused by
+  name (ARCHITECTURE_KEYS), not left to fail inside orbax; a key that does not
+  reshape them must not block a resume."""
+  from configs import tiny
+  from electra_jax import config_lib, optim, sharding, train
+
+  def config_with(**changes):
+    config = tiny.get_config()
+    config.model.generator_hidden_fraction = 1.0
+    config.model.attention_dropout_rate = 0.0
+    config.data.prepared_dir = '/prepared'  # Validation asks for an input; none is read.
+    for key, value in changes.items():
+      section, name = key.split('.')
+      config[section][name] = value
+    config_lib.validate(config)
+    return config
+
+  def parameters(config):
+    mesh = sharding.make_mesh(config.mesh)
+    model, tx = train.build_model(config), optim.create_optimizer(config)
+    params = train.abstract_train_state(config, model, tx, mesh)[0].params
+    return jax.tree.structure(params), [x.shape for x in jax.tree.leaves(params)]
+
+  base = config_with()
+  keys = [f'{section}.{name}' for section in ('model', 'objective') for name in base[section]]
+  assert sorted(keys) == sorted(_ANOTHER_VALUE), 'give each new key another value above'
+  reference = parameters(base)
+  reshaping = set()
+  for key, value in _ANOTHER_VALUE.items():
+    assert base[key] != value, key
+    if parameters(config_with(**{key: value})) != reference:
+      reshaping.add(key)
+  assert reshaping == set(checkpointing.ARCHITECTURE_KEYS)
+
+
 @pytest.mark.heavy  # A 40-step run, after run_a's: about a minute.
 def test_init_from_starts_from_another_runs_parameters(tmp_path, run_a, prepared_tiny):
   # Another run's parameters, with a fresh optimizer and step: one whose state
