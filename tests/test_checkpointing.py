@@ -376,6 +376,15 @@ def test_config_changes_are_refused_or_named(tmp_path, run_a, prepared_tiny):
   )
 
 
+def _abstract_params(config):
+  """The config's parameters as ShapeDtypeStructs, allocating nothing."""
+  from electra_jax import optim, sharding, train
+
+  mesh = sharding.make_mesh(config.mesh)
+  model, tx = train.build_model(config), optim.create_optimizer(config)
+  return train.abstract_train_state(config, model, tx, mesh)[0].params
+
+
 # Another valid value for every key of config.model and config.objective, from
 # configs/tiny.py with a full-width generator (which tying the generator needs) and
 # no attention dropout (which attention_impl='xla' needs).
@@ -418,7 +427,7 @@ def test_architecture_keys_are_the_keys_that_change_the_parameters():
   name (ARCHITECTURE_KEYS), not left to fail inside orbax; a key that does not
   reshape them must not block a resume."""
   from configs import tiny
-  from electra_jax import config_lib, optim, sharding, train
+  from electra_jax import config_lib
 
   def config_with(**changes):
     config = tiny.get_config()
@@ -432,9 +441,7 @@ def test_architecture_keys_are_the_keys_that_change_the_parameters():
     return config
 
   def parameters(config):
-    mesh = sharding.make_mesh(config.mesh)
-    model, tx = train.build_model(config), optim.create_optimizer(config)
-    params = train.abstract_train_state(config, model, tx, mesh)[0].params
+    params = _abstract_params(config)
     return jax.tree.structure(params), [x.shape for x in jax.tree.leaves(params)]
 
   base = config_with()
@@ -475,14 +482,11 @@ def test_init_from_starts_from_another_runs_parameters(tmp_path, run_a, prepared
 
 def test_init_from_refuses_another_tokenizer_and_other_shapes(run_a):
   from configs import tiny
-  from electra_jax import optim, sharding, train
 
   def abstract_params(**model):
     config = tiny.get_config()
     config.model.update(model)
-    mesh = sharding.make_mesh(config.mesh)
-    model = train.build_model(config)
-    return train.abstract_train_state(config, model, optim.create_optimizer(config), mesh)[0].params
+    return _abstract_params(config)
 
   meta = checkpointing.restore_for_inference(str(run_a))[2]
   with pytest.raises(checkpointing.CheckpointError, match='another tokenizer') as error:
