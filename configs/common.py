@@ -273,7 +273,11 @@ def get_config() -> ml_collections.ConfigDict:
   # released HF ElectraForPreTraining directory (google/electra-*-discriminator,
   # with its vocab.txt), and init_from_generator its ElectraForMaskedLM
   # (google/electra-*-generator; empty: the generator starts from random
-  # weights). Used only when this workdir has no checkpoint of its own.
+  # weights). init_from_generator alone, another run's workdir: its generator, head
+  # and the tables they embed with, the rest fresh (a discriminator trained from
+  # the start on a generator past the masked LM's token-frequency plateau; with
+  # tied embeddings the discriminator reads the loaded tables too). Used only
+  # when this workdir has no checkpoint of its own.
   config.checkpoint.init_from = ''
   config.checkpoint.init_from_generator = ''
   # Resuming refuses a checkpoint whose architecture keys or tokenizer differ

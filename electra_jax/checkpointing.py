@@ -398,6 +398,40 @@ def shape_differences(saved: Any, wanted: Any) -> list[str]:
   ]
 
 
+def _check_tokenizer(meta: dict[str, Any], source: str, what: str, tokenizer_sha256: str) -> None:
+  if meta['tokenizer'].get('sha256') != tokenizer_sha256:
+    raise CheckpointError(
+      f'{what}: {source} was pretrained with another tokenizer '
+      f"({meta['tokenizer'].get('file')}) than this run's data; prepare the data "
+      f'with its vocabulary, which is in {source}/tokenizer'
+    )
+
+
+def _restore_part(manager: ocp.CheckpointManager, step: int, abstract_params: Any) -> Any:
+  """The saved parameters that `abstract_params` names, laid out as it says."""
+  target = {'params': abstract_params}
+  restored = manager.restore(
+    step,
+    args=ocp.args.Composite(
+      state=ocp.args.PyTreeRestore(
+        item=target,
+        restore_args=ocp.checkpoint_utils.construct_restore_args(target),
+        partial_restore=True,
+      )
+    ),
+  )
+  return restored.state['params']
+
+
+def _fits(saved: Any, wanted: Any, source: str, what: str, fix: str) -> None:
+  differences = shape_differences(saved, wanted)
+  if differences:
+    raise CheckpointError(
+      f'{what}: the parameters of {source} do not fit this config '
+      f'({"; ".join(differences[:5])}{"; ..." if len(differences) > 5 else ""}); {fix}'
+    )
+
+
 def restore_params(
   source: str, abstract_params: Any, objective: str, tokenizer_sha256: str
 ) -> tuple[Any, int]:
@@ -416,33 +450,66 @@ def restore_params(
         f'{what}: {source} was pretrained with objective {saved!r}, this run with '
         f'{objective!r}; their networks differ, so start from a run of objective {objective!r}'
       )
-    if meta['tokenizer'].get('sha256') != tokenizer_sha256:
-      raise CheckpointError(
-        f'{what}: {source} was pretrained with another tokenizer '
-        f"({meta['tokenizer'].get('file')}) than this run's data; prepare the data "
-        f'with its vocabulary, which is in {source}/tokenizer'
-      )
-    differences = shape_differences(manager.item_metadata(step)['state']['params'], abstract_params)
-    if differences:
-      raise CheckpointError(
-        f'{what}: the parameters of {source} do not fit this config '
-        f'({"; ".join(differences[:5])}{"; ..." if len(differences) > 5 else ""}); '
-        'use the model keys of that run'
-      )
-    target = {'params': abstract_params}
-    restored = manager.restore(
-      step,
-      args=ocp.args.Composite(
-        state=ocp.args.PyTreeRestore(
-          item=target,
-          restore_args=ocp.checkpoint_utils.construct_restore_args(target),
-          partial_restore=True,
-        )
-      ),
-    )
+    _check_tokenizer(meta, source, what, tokenizer_sha256)
+    saved_params = manager.item_metadata(step)['state']['params']
+    _fits(saved_params, abstract_params, source, what, 'use the model keys of that run')
+    return _restore_part(manager, step, abstract_params), step
   finally:
     manager.close()
-  return restored.state['params'], step
+
+
+def _generator_parts(params: dict[str, Any]) -> dict[str, str]:
+  """{role: top-level key} of the parameters a generator network reads: its
+  networks and head (every key from 'generator'), and as 'tables' the word,
+  position and type tables it embeds with ('embeddings' when it shares them,
+  'generator_embeddings' when untied). Empty without a generator network of
+  its own: BERT's 'mlm', uniform samples, or a generator tied to the
+  discriminator."""
+  networks = {k for k in params if k.startswith('generator') and k != 'generator_embeddings'}
+  if not networks - {'generator_head'}:
+    return {}
+  table = 'generator_embeddings' if 'generator_embeddings' in params else 'embeddings'
+  return {**{k: k for k in sorted(networks)}, 'tables': table}
+
+
+def restore_generator(
+  source: str, abstract_params: dict[str, Any], tokenizer_sha256: str
+) -> tuple[dict[str, Any], int]:
+  """The generator side (_generator_parts) of the newest checkpoint in another run's
+  workdir, under this run's names and layout in `abstract_params`, and its step.
+  Either run may share its tables with its discriminator or not; the generator
+  networks, their shapes and the tokenizer must be this run's."""
+  what = 'config.checkpoint.init_from_generator'
+  wanted = _generator_parts(abstract_params)
+  if not wanted:
+    raise CheckpointError(
+      f'{what}: this run has no generator network of its own to start (objective '
+      "'mlm', objective.uniform_generator or model.tie_generator_to_discriminator)"
+    )
+  manager, step = _open_newest(source, what, ocp.PyTreeCheckpointHandler())
+  try:
+    _check_tokenizer(_restore_meta(manager, step), source, what, tokenizer_sha256)
+    saved_params = manager.item_metadata(step)['state']['params']
+    saved = _generator_parts(saved_params)
+    if saved.keys() != wanted.keys():
+      raise CheckpointError(
+        f'{what}: {source} has the generator networks {sorted(saved.keys() - {"tables"})}, '
+        f'this run {sorted(wanted.keys() - {"tables"})}; start from a run whose generator '
+        'is built as this one is'
+      )
+    # This run's abstract generator side, under the source's names.
+    target = {saved[role]: abstract_params[key] for role, key in wanted.items()}
+    _fits(
+      {key: saved_params[key] for key in target},
+      target,
+      source,
+      what,
+      "use the generator's model keys of that run",
+    )
+    restored = _restore_part(manager, step, target)
+  finally:
+    manager.close()
+  return {key: restored[saved[role]] for role, key in wanted.items()}, step
 
 
 def restore_for_inference(

@@ -368,8 +368,11 @@ def _report_end(
 def _init_from(config: ml_collections.ConfigDict, state: TrainState, tokenizer_sha256: str):
   """`state` with the parameters of config.checkpoint.init_from: another run's
   workdir, or a released HF discriminator (with init_from_generator, its
-  generator). The optimizer and the step start afresh."""
+  generator); or, init_from_generator alone, another run's generator. The
+  optimizer and the step start afresh."""
   source, generator = config.checkpoint.init_from, config.checkpoint.init_from_generator
+  if not source:
+    return _init_generator_from(generator, state, tokenizer_sha256)
   if pretrained.is_workdir(source):
     if generator:
       raise config_lib.ConfigError(
@@ -412,6 +415,28 @@ def _init_from(config: ml_collections.ConfigDict, state: TrainState, tokenizer_s
     f' and {generator}' if generator else ' (the generator from random weights)',
   )
   return state.replace(params=params)
+
+
+def _init_generator_from(source: str, state: TrainState, tokenizer_sha256: str) -> TrainState:
+  """`state` with the generator side of another run's workdir: its generator, head and
+  the tables it embeds with; the rest, the optimizer and the step start afresh."""
+  if not pretrained.is_workdir(source):
+    raise config_lib.ConfigError(
+      f'config.checkpoint.init_from_generator: {source} is not a workdir (no checkpoints/); '
+      'alone it takes another run of this code, and an HF generator goes with an HF '
+      'config.checkpoint.init_from'
+    )
+  loaded, step = checkpointing.restore_generator(
+    source, sharding.abstract(state.params), tokenizer_sha256
+  )
+  logging.info(
+    'Initialised the generator (%s) from step %d of %s; the rest, the optimizer and the '
+    'step start afresh',
+    ', '.join(sorted(loaded)),
+    step,
+    source,
+  )
+  return state.replace(params={**state.params, **loaded})
 
 
 def train_and_evaluate(
@@ -504,7 +529,7 @@ def train_and_evaluate(
         restored.seconds,
         restored.data,
       )
-    elif config.checkpoint.init_from:
+    elif config.checkpoint.init_from or config.checkpoint.init_from_generator:
       state = _init_from(config, state, data.metadata['tokenizer']['sha256'])
     meta = functools.partial(
       checkpointing.checkpoint_meta,

@@ -18,7 +18,7 @@ import numpy as np
 import orbax.checkpoint as ocp
 import pytest
 
-from electra_jax import checkpointing
+from electra_jax import checkpointing, config_lib, train
 from electra_jax.metric_writer import read_scalars
 from tests.conftest import REPO
 from tests.test_train import run_main
@@ -480,22 +480,78 @@ def test_init_from_starts_from_another_runs_parameters(tmp_path, run_a, prepared
   assert losses[1] < _last_per_step(run_a)['train/loss'][1] - 5
 
 
-def test_init_from_refuses_another_tokenizer_and_other_shapes(run_a):
+def _tiny_params(**model):
   from configs import tiny
 
-  def abstract_params(**model):
-    config = tiny.get_config()
-    config.model.update(model)
-    return _abstract_params(config)
+  config = tiny.get_config()
+  config.model.update(model)
+  return _abstract_params(config)
 
+
+def test_init_from_refuses_another_tokenizer_and_other_shapes(run_a):
   meta = checkpointing.restore_for_inference(str(run_a))[2]
   with pytest.raises(checkpointing.CheckpointError, match='another tokenizer') as error:
-    checkpointing.restore_params(str(run_a), abstract_params(), 'electra', '0' * 64)
+    checkpointing.restore_params(str(run_a), _tiny_params(), 'electra', '0' * 64)
   assert f'{run_a}/tokenizer' in str(error.value)
   sha = meta['tokenizer']['sha256']
   with pytest.raises(checkpointing.CheckpointError, match=r'params\.embeddings\.\S+: \(') as error:
-    checkpointing.restore_params(str(run_a), abstract_params(embedding_size=32), 'electra', sha)
+    checkpointing.restore_params(str(run_a), _tiny_params(embedding_size=32), 'electra', sha)
   print(error.value)
+
+
+def test_init_from_generator_takes_another_runs_generator_whatever_the_sharing(run_a, tmp_path):
+  _, saved, meta = checkpointing.restore_for_inference(str(run_a))
+  sha = meta['tokenizer']['sha256']
+  # run_a shares its tables with its discriminator; this run keeps its own.
+  loaded, step = checkpointing.restore_generator(
+    str(run_a), _tiny_params(embedding_sharing='untied'), sha
+  )
+  assert step == 40
+  assert sorted(loaded) == ['generator', 'generator_embeddings', 'generator_head']
+  for ours, theirs in [
+    ('generator', 'generator'),
+    ('generator_head', 'generator_head'),
+    ('generator_embeddings', 'embeddings'),
+  ]:
+    jax.tree.map(np.testing.assert_array_equal, jax.device_get(loaded[ours]), saved[theirs])
+
+  # No generator of its own, other generator shapes, another tokenizer: refused by name.
+  for model, match in [
+    ({'tie_generator_to_discriminator': True}, 'no generator network of its own'),
+    ({'generator_hidden_fraction': 0.25}, r'params\.generator\.\S+: \('),
+  ]:
+    with pytest.raises(checkpointing.CheckpointError, match=match):
+      checkpointing.restore_generator(str(run_a), _tiny_params(**model), sha)
+  with pytest.raises(checkpointing.CheckpointError, match='another tokenizer'):
+    checkpointing.restore_generator(str(run_a), _tiny_params(), '0' * 64)
+  # Alone, it takes a workdir of this code: an HF generator goes with an HF init_from.
+  with pytest.raises(config_lib.ConfigError, match='an HF generator goes with an HF'):
+    train._init_generator_from(str(tmp_path), None, sha)
+
+
+@pytest.mark.heavy  # A 2-step run, after run_a's.
+def test_a_run_starts_its_generator_from_another_runs(tmp_path, run_a, prepared_tiny):
+  workdir = tmp_path / 'fresh_discriminator'
+  result = run_main(
+    workdir,
+    *_args(
+      prepared_tiny,
+      '--config.num_train_steps=2',
+      '--config.model.embedding_sharing=untied',
+      f'--config.checkpoint.init_from_generator={run_a}',
+    ),
+  )
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert (
+    'Initialised the generator (generator, generator_embeddings, generator_head) from step '
+    f'40 of {run_a}' in result.stderr
+  )
+  # The same data and RNG reach both at step 1: the generator starts where run_a's
+  # ended (MLM loss 7.61 fresh, 6.74 loaded), the discriminator as fresh as run_a's
+  # did (0.695 and 0.693; run_a's own had reached 0.41 by step 40).
+  ours, theirs = _last_per_step(workdir), _last_per_step(run_a)
+  assert ours['train/mlm_loss'][1] < theirs['train/mlm_loss'][1] - 0.5
+  assert ours['train/disc_loss'][1] == pytest.approx(theirs['train/disc_loss'][1], abs=0.05)
 
 
 def test_a_save_is_reported_when_it_is_on_disk_not_when_the_next_starts(tmp_path, caplog):
