@@ -368,11 +368,8 @@ def _report_end(
 def _init_from(config: ml_collections.ConfigDict, state: TrainState, tokenizer_sha256: str):
   """`state` with the parameters of config.checkpoint.init_from: another run's
   workdir, or a released HF discriminator (with init_from_generator, its
-  generator); or, init_from_generator alone, another run's generator. The
-  optimizer and the step start afresh."""
+  generator). The optimizer and the step start afresh."""
   source, generator = config.checkpoint.init_from, config.checkpoint.init_from_generator
-  if not source:
-    return _init_generator_from(generator, state, tokenizer_sha256)
   if pretrained.is_workdir(source):
     if generator:
       raise config_lib.ConfigError(
@@ -529,8 +526,12 @@ def train_and_evaluate(
         restored.seconds,
         restored.data,
       )
-    elif config.checkpoint.init_from or config.checkpoint.init_from_generator:
+    elif config.checkpoint.init_from:
       state = _init_from(config, state, data.metadata['tokenizer']['sha256'])
+    elif config.checkpoint.init_from_generator:
+      state = _init_generator_from(
+        config.checkpoint.init_from_generator, state, data.metadata['tokenizer']['sha256']
+      )
     meta = functools.partial(
       checkpointing.checkpoint_meta,
       config,
