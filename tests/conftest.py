@@ -16,6 +16,32 @@ import pytest
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
 
+# The tests in this process are bound by compiling on a CPU, and LLVM's
+# optimisations take a fifth to a half of each compile for steps that then run
+# in milliseconds. The CLI subprocesses keep them: their training runs are
+# bound by running the steps (the pretraining test takes 1.7x as long without,
+# the SST-2 fine-tuning test 2x). This process also keeps out of the persistent
+# compilation cache below (jax read its settings at import); the cache keys
+# programs by XLA_FLAGS anyway.
+_XLA_FLAGS = os.environ.get('XLA_FLAGS', '')
+_NO_LLVM_OPT = '--xla_backend_optimization_level=0'
+os.environ['XLA_FLAGS'] = f'{_XLA_FLAGS} {_NO_LLVM_OPT}'
+jax.devices()  # The CPU backend reads XLA_FLAGS once, here.
+os.environ['XLA_FLAGS'] = _XLA_FLAGS
+
+
+def cpu_env(devices: int = 1, *, optimize: bool = True, **extra: str) -> dict[str, str]:
+  """The environment of a test's subprocess: the CPU with `devices` simulated
+  devices, `extra`, and LLVM's optimisations unless `optimize` is False (for a
+  subprocess that compiles more than it runs)."""
+  flags = [_XLA_FLAGS]
+  if not optimize:
+    flags.append(_NO_LLVM_OPT)
+  if devices != 1:
+    flags.append(f'--xla_force_host_platform_device_count={devices}')
+  return {**os.environ, 'JAX_PLATFORMS': 'cpu', 'XLA_FLAGS': ' '.join(flags).strip(), **extra}
+
+
 def run_module(module: str, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
   """`python -m MODULE ARGS` from the repository root on the CPU, its output captured."""
   return subprocess.run(
@@ -24,23 +50,8 @@ def run_module(module: str, *args: str, timeout: float = 600) -> subprocess.Comp
     capture_output=True,
     text=True,
     timeout=timeout,
-    env=dict(os.environ, JAX_PLATFORMS='cpu'),
+    env=cpu_env(),
   )
-
-
-# The tests in this process are bound by compiling on a CPU, and LLVM's
-# optimisations take a fifth to a half of each compile for steps that then run
-# in milliseconds. The CLI subprocesses keep them: their training runs are
-# bound by running the steps (the pretraining test takes 1.7x as long without).
-# This process also keeps out of the persistent compilation cache below (jax
-# read its settings at import), so no program compiled this way reaches them.
-_XLA_FLAGS = os.environ.get('XLA_FLAGS')
-os.environ['XLA_FLAGS'] = f'{_XLA_FLAGS or ""} --xla_backend_optimization_level=0'
-jax.devices()  # The CPU backend reads XLA_FLAGS once, here.
-if _XLA_FLAGS is None:
-  del os.environ['XLA_FLAGS']
-else:
-  os.environ['XLA_FLAGS'] = _XLA_FLAGS
 
 
 # gs:// paths through gcsfs, as where TensorFlow is not installed (the tests

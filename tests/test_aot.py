@@ -11,7 +11,7 @@ import jax
 import pytest
 
 from electra_jax import aot
-from tests.conftest import REPO, require
+from tests.conftest import REPO, cpu_env, require
 
 
 @pytest.mark.parametrize(
@@ -254,11 +254,6 @@ def test_a_step_that_cannot_fit_is_reported(compiles):
 
 
 def _local_aot(*args: str) -> subprocess.CompletedProcess:
-  env = {
-    **os.environ,
-    'JAX_PLATFORMS': 'cpu',
-    'XLA_FLAGS': '--xla_force_host_platform_device_count=8',
-  }
   return subprocess.run(
     [
       sys.executable,
@@ -269,7 +264,7 @@ def _local_aot(*args: str) -> subprocess.CompletedProcess:
       *args,
     ],
     cwd=REPO,
-    env=env,
+    env=cpu_env(8),
     capture_output=True,
     text=True,
     timeout=300,

@@ -20,7 +20,7 @@ import pytest
 
 from electra_jax import checkpointing, config_lib, train
 from electra_jax.metric_writer import read_scalars
-from tests.conftest import REPO
+from tests.conftest import REPO, cpu_env
 from tests.test_train import run_main
 
 # Throughput depends on the machine, not on the computation.
@@ -75,7 +75,7 @@ def _params(workdir, step: int) -> list[np.ndarray]:
   return [np.asarray(x) for x in jax.tree.leaves(state['params'])]
 
 
-def _start(workdir, *args: str, env=None) -> tuple[subprocess.Popen, str]:
+def _start(workdir, *args: str) -> tuple[subprocess.Popen, str]:
   log = os.path.join(workdir, f'stderr-{time.time_ns()}.txt')
   os.makedirs(workdir, exist_ok=True)
   command = [
@@ -92,7 +92,7 @@ def _start(workdir, *args: str, env=None) -> tuple[subprocess.Popen, str]:
       cwd=REPO,
       stdout=subprocess.DEVNULL,
       stderr=f,
-      env=env or dict(os.environ, JAX_PLATFORMS='cpu'),
+      env=cpu_env(),
     )
   return process, log
 
@@ -335,16 +335,13 @@ def test_restore_onto_a_different_mesh(tmp_path):
   """Saved on 8 devices (data 4 x fsdp 2), restored on 4 (fsdp 4), in two processes."""
 
   def run(devices: int, *args: str) -> str:
-    env = dict(
-      os.environ, JAX_PLATFORMS='cpu', XLA_FLAGS=f'--xla_force_host_platform_device_count={devices}'
-    )
     result = subprocess.run(
       [sys.executable, '-m', 'tests.mesh_restore', *args],
       cwd=REPO,
       capture_output=True,
       text=True,
       timeout=300,
-      env=env,
+      env=cpu_env(devices),
     )
     assert result.returncode == 0, result.stderr[-3000:]
     return result.stdout

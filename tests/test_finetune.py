@@ -10,7 +10,6 @@ model it pretrains is then fine-tuned on real SST-2 through the CLI.
 
 import dataclasses
 import json
-import os
 import pathlib
 import re
 import shutil
@@ -26,7 +25,7 @@ from configs import finetune as finetune_configs
 from electra_jax.finetune import glue, resume, tasks
 from electra_jax.finetune import train as finetune_train
 from electra_jax.metric_writer import read_scalars
-from tests.conftest import REPO, data_dir, require, run_module
+from tests.conftest import REPO, cpu_env, data_dir, require, run_module
 
 NOTEBOOK = REPO / 'launch' / 'colab_tpu.ipynb'
 
@@ -190,7 +189,7 @@ def test_a_killed_or_preempted_seed_resumes_to_the_same_result(pretrained_workdi
       cwd=REPO,
       stdout=subprocess.DEVNULL,
       stderr=log.open('w'),
-      env=dict(os.environ, JAX_PLATFORMS='cpu'),
+      env=cpu_env(),
     )
 
   def wait_for(process: subprocess.Popen, pattern: str) -> None:

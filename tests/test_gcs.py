@@ -27,7 +27,7 @@ from configs import tiny
 from electra_jax import checkpointing, pretrained, storage
 from electra_jax.data import pipeline, shard_writer
 from tests import gcs_emulator
-from tests.conftest import REPO, data_dir, run_module
+from tests.conftest import REPO, cpu_env, data_dir, run_module
 from tests.test_checkpointing import _last_per_step, _params
 
 # The whole user path against the bucket: a run may take long.
@@ -73,7 +73,7 @@ def _start_until(
       cwd=REPO,
       stdout=subprocess.DEVNULL,
       stderr=f,
-      env=dict(os.environ, JAX_PLATFORMS='cpu'),
+      env=cpu_env(),
     )
   deadline = time.monotonic() + 600
   while text not in log.read_text():

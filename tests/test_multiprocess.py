@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from electra_jax.data import shard_writer
-from tests.conftest import REPO, data_dir
+from tests.conftest import REPO, cpu_env, data_dir
 from tests.test_checkpointing import _last_per_step, _params
 
 _ARGS = (
@@ -41,15 +41,6 @@ def prepared(tmp_path_factory) -> str:
   directory = str(tmp_path_factory.mktemp('prepared'))
   shard_writer.prepare(options, directory, num_workers=1, progress=False)
   return directory
-
-
-def _env(devices: int, **extra: str) -> dict[str, str]:
-  return dict(
-    os.environ,
-    JAX_PLATFORMS='cpu',
-    XLA_FLAGS=f'--xla_force_host_platform_device_count={devices}',
-    **extra,
-  )
 
 
 def _main(workdir, prepared: str) -> list[str]:
@@ -83,7 +74,7 @@ def test_two_processes_train_like_one_and_resume_in_one(tmp_path, prepared):
       stdout=subprocess.DEVNULL,
       stderr=subprocess.PIPE,
       text=True,
-      env=_env(
+      env=cpu_env(
         4, JAX_COORDINATOR_ADDRESS=address, JAX_NUM_PROCESSES='2', JAX_PROCESS_ID=str(index)
       ),
     )
@@ -96,7 +87,7 @@ def test_two_processes_train_like_one_and_resume_in_one(tmp_path, prepared):
       stdout=subprocess.DEVNULL,
       stderr=subprocess.PIPE,
       text=True,
-      env=_env(8),
+      env=cpu_env(8),
     )
   )
   logs = []
@@ -117,7 +108,7 @@ def test_two_processes_train_like_one_and_resume_in_one(tmp_path, prepared):
   shutil.copytree(two, resumed)
   shutil.rmtree(resumed / 'checkpoints' / '10')
   result = subprocess.run(
-    _main(resumed, prepared), cwd=REPO, capture_output=True, text=True, timeout=600, env=_env(8)
+    _main(resumed, prepared), cwd=REPO, capture_output=True, text=True, timeout=600, env=cpu_env(8)
   )
   assert result.returncode == 0, result.stderr[-3000:]
   assert 'Resumed at step 6 ' in result.stderr
@@ -151,7 +142,7 @@ def _two_processes(workdir, prepared: str, *extra: str) -> list[tuple[subprocess
         cwd=REPO,
         stdout=subprocess.DEVNULL,
         stderr=stderr,
-        env=_env(
+        env=cpu_env(
           4, JAX_COORDINATOR_ADDRESS=address, JAX_NUM_PROCESSES='2', JAX_PROCESS_ID=str(index)
         ),
       )
@@ -193,7 +184,7 @@ def test_sigterm_to_one_or_both_processes_stops_both_at_one_step(tmp_path, prepa
     capture_output=True,
     text=True,
     timeout=600,
-    env=_env(8),
+    env=cpu_env(8),
   )
   assert one.returncode == 0, one.stderr[-3000:]
 

@@ -30,11 +30,13 @@ _STEPS = (
 @pytest.mark.parametrize(
   'objective, extra',
   [
+    # Heavy, one to two minutes each, so that the default run stays near its 15
+    # minutes: test_checkpointing resumes ELECTRA through the CLI, test_export
+    # trains Replace MLM through it and evaluates and predicts with that masked
+    # LM, and test_objective_family checks each objective's step in process.
     # BERT with whole-word masking, over the trained sentencepiece tokenizer's words.
-    ('mlm', ('--config.objective.masking=whole_word',)),
-    # A minute each: heavy, so that the default run stays within its 15 minutes.
-    # ELECTRA 15% runs ELECTRA's step with other loss weights: test_checkpointing
-    # resumes ELECTRA, and test_objective_family checks the weights.
+    pytest.param('mlm', ('--config.objective.masking=whole_word',), marks=pytest.mark.heavy),
+    # ELECTRA 15% runs ELECTRA's step with other loss weights.
     pytest.param('electra_15', (), marks=pytest.mark.heavy),
     pytest.param(
       'replace_mlm', ('--config.model.embedding_sharing=gdes',), marks=pytest.mark.heavy

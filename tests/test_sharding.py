@@ -1,21 +1,14 @@
 """A step sharded over 8 simulated CPU devices equals the same step on one device."""
 
-import os
 import subprocess
 import sys
 
 import numpy as np
 
-from tests.conftest import REPO
+from tests.conftest import REPO, cpu_env
 
 
 def _start(rows_path, out_path, data, fsdp, tensor) -> subprocess.Popen:
-  env = dict(
-    os.environ,
-    XLA_FLAGS='--xla_force_host_platform_device_count=8',
-    JAX_PLATFORMS='cpu',
-    PYTHONPATH=str(REPO),
-  )
   return subprocess.Popen(
     [
       sys.executable,
@@ -26,7 +19,8 @@ def _start(rows_path, out_path, data, fsdp, tensor) -> subprocess.Popen:
       str(fsdp),
       str(tensor),
     ],
-    env=env,
+    # Two steps: compiling is most of the time, and LLVM's optimisations near half of it.
+    env=cpu_env(8, optimize=False, PYTHONPATH=str(REPO)),
     cwd=REPO,
   )
 

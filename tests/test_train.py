@@ -15,7 +15,7 @@ import pytest
 from configs import tiny
 from electra_jax import flops, loop, metric_writer, objectives
 from electra_jax.metric_writer import read_scalars
-from tests.conftest import REPO
+from tests.conftest import REPO, cpu_env
 
 
 def run_main(workdir, *overrides, timeout=900, shell_setup=''):
@@ -37,7 +37,7 @@ def run_main(workdir, *overrides, timeout=900, shell_setup=''):
     capture_output=True,
     text=True,
     timeout=timeout,
-    env=dict(os.environ, JAX_PLATFORMS='cpu'),
+    env=cpu_env(),
   )
 
 
