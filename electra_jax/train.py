@@ -117,7 +117,7 @@ def create_train_state(
   """Initialises the state directly into its shardings.
 
   eval_shape gives the logical axes of every leaf without allocating; the
-  config's rules turn them into NamedShardings; jit(init, out_shardings=...)
+  config's rules turn them into NamedShardings; sharding.init_into
   then materialises each shard on its own device.
   """
   rules = config.mesh.logical_axis_rules
@@ -125,7 +125,7 @@ def create_train_state(
   init = functools.partial(_init_state, model=model, tx=tx, config=config)
   _, shardings = abstract_train_state(config, model, tx, mesh)
   with nn.logical_axis_rules(rules):
-    state = jax.jit(lambda r: nn.meta.unbox(init(r)), out_shardings=shardings)(rng)
+    state = sharding.init_into(init, rng, shardings)
   return state, shardings
 
 

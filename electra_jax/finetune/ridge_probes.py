@@ -155,9 +155,7 @@ def layer_features(
   with jax.set_mesh(mesh), nn.logical_axis_rules(rules):
     shardings = sharding.logical_to_shardings(jax.eval_shape(init, jax.random.key(0)), mesh, rules)
     if params is None:
-      params = jax.jit(lambda r: nn.meta.unbox(init(r)), out_shardings=shardings)(
-        jax.random.key(config.seed)
-      )
+      params = sharding.init_into(init, jax.random.key(config.seed), shardings)
     else:
       params = jax.device_put(params, shardings)
     batch_sharding = sharding.batch_sharding(mesh, rules)

@@ -237,9 +237,7 @@ def _init_params(config, programs: _Programs, source: pretrained.Pretrained, see
   their shardings."""
   init = _init_fn(programs.model, config)
   with nn.logical_axis_rules(config.mesh.logical_axis_rules):
-    params = jax.jit(lambda r: nn.meta.unbox(init(r)), out_shardings=programs.shardings)(
-      jax.random.key(seed)
-    )
+    params = sharding.init_into(init, jax.random.key(seed), programs.shardings)
   if not config.random_init:
     encoder = source.discriminator_params()
     params = {**params, **jax.device_put(encoder, {k: programs.shardings[k] for k in encoder})}
