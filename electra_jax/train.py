@@ -467,6 +467,18 @@ def train_and_evaluate(
     jax.devices()[0].platform,
     jax.process_count(),
   )
+
+  # --- Input
+  data = pipeline.prepared_data(config, workdir)
+  logging.info(
+    'Input: %d examples of %d tokens in %s', data.num_examples, data.max_seq_length, data.directory
+  )
+  manager = checkpointing.create_manager(workdir, config)
+  resume_check = _resume_check(workdir, config, data)
+  checkpointing.check_latest(manager, resume_check)
+
+  # Measured once the inputs are checked, so that a refused run stops at once,
+  # and before the input's readers start, which would share the cores.
   peak, peak_source = flops.peak_flops(list(mesh.devices.flat))
   logging.info(
     'MFU is model FLOPs over the %s: %.3g TFLOP/s%s',
@@ -478,20 +490,11 @@ def train_and_evaluate(
     'model_tflops_per_s in TensorBoard does not)',
   )
 
-  # --- Input
-  data = pipeline.prepared_data(config, workdir)
-  logging.info(
-    'Input: %d examples of %d tokens in %s', data.num_examples, data.max_seq_length, data.directory
-  )
   batches = pipeline.train_iterator(
     data, config, process_index=jax.process_index(), process_count=jax.process_count()
   )
   if jax.process_index() == 0:
     _keep_tokenizer(data, workdir)
-
-  manager = checkpointing.create_manager(workdir, config)
-  resume_check = _resume_check(workdir, config, data)
-  checkpointing.check_latest(manager, resume_check)
 
   with jax.set_mesh(mesh):
     # --- Held-out evaluation (checked now, compiled at its first use)
