@@ -30,6 +30,42 @@ jax.devices()  # The CPU backend reads XLA_FLAGS once, here.
 os.environ['XLA_FLAGS'] = _XLA_FLAGS
 
 
+# The host allocator that `source launch/xla_flags.sh cpu` sets where tcmalloc
+# is missing. By default glibc maps and unmaps XLA's larger blocks at every
+# step; transparent huge pages fault them in 2 MiB at a time, and 200 steps of
+# the tiny config took 31 s instead of 38 (2.5M page faults against 0.22M).
+# glibc reads it as a process starts, so it reaches the xdist workers, started
+# after this file loads, and every subprocess, not this process.
+_HUGE_PAGES = 'glibc.malloc.hugetlb=1'
+if _HUGE_PAGES not in os.environ.get('GLIBC_TUNABLES', ''):
+  os.environ['GLIBC_TUNABLES'] = ':'.join(
+    filter(None, [_HUGE_PAGES, os.environ.get('GLIBC_TUNABLES')])
+  )
+
+
+# `--dist loadfile` hands each worker whole files, in collection order, as it
+# finishes one. The slowest files go first, so that at the end one worker never
+# waits long for the other's last file: by their seconds in a 2026-11-30 run,
+# the default run's plus the heavy one's (CI runs both).
+_SLOWEST_FILES = (
+  'test_finetune.py',  # 419 + 579
+  'test_checkpointing.py',  # 371 + 303
+  'test_aot.py',  # 30 + 511
+  'test_multiprocess.py',  # 0 + 507
+  'test_objectives_cli.py',  # 0 + 500
+  'test_gcs.py',  # 6 + 425
+  'test_objective_family.py',  # 263 + 72
+  'test_export.py',  # 154 + 161
+  'test_train.py',  # 206
+  'test_model_options.py',  # 173
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+  rank = {name: i for i, name in enumerate(_SLOWEST_FILES)}
+  items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
+
+
 def cpu_env(devices: int = 1, *, optimize: bool = True, **extra: str) -> dict[str, str]:
   """The environment of a test's subprocess: the CPU with `devices` simulated
   devices, `extra`, and LLVM's optimisations unless `optimize` is False (for a
