@@ -18,9 +18,11 @@ from electra_jax.metric_writer import read_scalars
 from tests.conftest import REPO, cpu_env
 
 
-def run_main(workdir, *overrides, timeout=900, shell_setup=''):
+def run_main(workdir, *overrides, timeout=900, shell_setup='', optimize=True):
   """The main job on the tiny config; `shell_setup` runs first in a bash wrapper
-  (e.g. `ulimit -f 1024`), so the child's limits need no fork in this process."""
+  (e.g. `ulimit -f 1024`), so the child's limits need no fork in this process.
+  `optimize=False` drops LLVM's optimisations (conftest.cpu_env), for a run of a
+  few steps that compiles more than it runs."""
   command = [
     sys.executable,
     '-m',
@@ -37,7 +39,7 @@ def run_main(workdir, *overrides, timeout=900, shell_setup=''):
     capture_output=True,
     text=True,
     timeout=timeout,
-    env=cpu_env(),
+    env=cpu_env(optimize=optimize),
   )
 
 
