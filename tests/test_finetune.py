@@ -34,6 +34,18 @@ def _finetune(*args: str) -> subprocess.CompletedProcess:
   return run_module('electra_jax.finetune', *args)
 
 
+def _start_finetune(log: pathlib.Path, *args: str) -> subprocess.Popen:
+  """`python -m electra_jax.finetune ARGS` started on the CPU, its stderr written to `log`."""
+  with log.open('w') as stderr:
+    return subprocess.Popen(
+      [sys.executable, '-m', 'electra_jax.finetune', *args],
+      cwd=REPO,
+      stdout=subprocess.DEVNULL,
+      stderr=stderr,
+      env=cpu_env(),
+    )
+
+
 def _wait_for(process: subprocess.Popen, log: pathlib.Path, pattern: str) -> None:
   """Waits until `log`, the stderr of the running `process`, matches `pattern`."""
   deadline = time.monotonic() + 300
@@ -166,14 +178,7 @@ def test_finetuned_tiny_model_beats_chance_on_sst2(pretrained_workdir, tmp_path)
   assert json.loads((out / 'results.json').read_text())['seeds'] == results['seeds']
   # Stopped once it says so: its training would only compile programs for a new schedule.
   log = tmp_path / 'changed.log'
-  with log.open('w') as stderr:
-    changed = subprocess.Popen(
-      [sys.executable, '-m', 'electra_jax.finetune', *args, '--config.max_train_examples=64'],
-      cwd=REPO,
-      stdout=subprocess.DEVNULL,
-      stderr=stderr,
-      env=cpu_env(),
-    )
+  changed = _start_finetune(log, *args, '--config.max_train_examples=64')
   try:
     _wait_for(changed, log, 'comes from other settings; training it again')
   finally:
@@ -205,13 +210,7 @@ def test_a_killed_or_preempted_seed_resumes_to_the_same_result(pretrained_workdi
   out, log = tmp_path / 'interrupted', tmp_path / 'log'
 
   def start(*extra: str) -> subprocess.Popen:
-    return subprocess.Popen(
-      [sys.executable, '-m', 'electra_jax.finetune', *args, f'--workdir={out}', *extra],
-      cwd=REPO,
-      stdout=subprocess.DEVNULL,
-      stderr=log.open('w'),
-      env=cpu_env(),
-    )
+    return _start_finetune(log, *args, f'--workdir={out}', *extra)
 
   # Preempted in the second epoch of seed 0: it saves, says how to go on, and exits 143.
   first = start()
