@@ -6,6 +6,7 @@ import json
 import math
 import os
 import re
+import statistics
 import subprocess
 import sys
 import threading
@@ -59,7 +60,9 @@ def _check_console(stderr: str, workdir, every: float) -> None:
     for a, b in zip(progress, progress[1:])
     if not any(clock(a) <= t <= clock(b) + 1 for t in evals)
   ]
-  assert len(gaps) >= 3 and max(gaps) < every + 2, gaps
+  # The median holds the interval; one gap may stretch where a busy machine
+  # starves the process (4.1 s seen with both test workers on one core).
+  assert len(gaps) >= 3 and statistics.median(gaps) < every + 1 and max(gaps) < every + 6, gaps
   assert any(clock(metrics[0]) < clock(p) < clock(metrics[1]) for p in progress)
   # The headline figures first; the rest are counted, and are in TensorBoard.
   assert re.search(r'\[40\] loss=\S+  mlm_loss=\S+  mlm_accuracy=\S+  disc_loss=', metrics[0])
