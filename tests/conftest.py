@@ -1,13 +1,16 @@
 """Shared fixtures: the real data directory and small configs."""
 
 import atexit
+from collections.abc import Callable
 import importlib
 import os
 import pathlib
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 import jax
 import numpy as np
@@ -78,16 +81,58 @@ def cpu_env(devices: int = 1, *, optimize: bool = True, **extra: str) -> dict[st
   return {**os.environ, 'JAX_PLATFORMS': 'cpu', 'XLA_FLAGS': ' '.join(flags).strip(), **extra}
 
 
-def run_module(module: str, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-  """`python -m MODULE ARGS` from the repository root on the CPU, its output captured."""
+def run_module(
+  module: str, *args: str, timeout: float = 600, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
+  """`python -m MODULE ARGS` from the repository root, on the CPU unless `env` says
+  otherwise, its output captured."""
   return subprocess.run(
     [sys.executable, '-m', module, *args],
     cwd=REPO,
     capture_output=True,
     text=True,
     timeout=timeout,
-    env=cpu_env(),
+    env=env or cpu_env(),
   )
+
+
+def start_module(
+  module: str,
+  log: pathlib.Path | str,
+  *args: str,
+  env: dict[str, str] | None = None,
+  preexec_fn: Callable[[], None] | None = None,
+) -> subprocess.Popen:
+  """`python -m MODULE ARGS` started from the repository root, on the CPU unless
+  `env` says otherwise; its stdout and stderr go to `log`, to be read while it runs."""
+  with open(log, 'w') as output:
+    return subprocess.Popen(
+      [sys.executable, '-m', module, *args],
+      cwd=REPO,
+      stdout=output,
+      stderr=subprocess.STDOUT,
+      env=env or cpu_env(),
+      preexec_fn=preexec_fn,
+    )
+
+
+def wait_for(
+  process: subprocess.Popen,
+  log: pathlib.Path | str,
+  until: str | Callable[[str], object],
+  timeout: float = 300,
+) -> str:
+  """Waits until `log`, the output of the running `process`, matches the regex
+  `until` (or makes it true, a function of the text); returns the text. Fails with
+  the log's tail if the process exits first or `timeout` seconds pass."""
+  found = until if callable(until) else lambda text: re.search(until, text)
+  deadline = time.monotonic() + timeout
+  while not found(text := pathlib.Path(log).read_text()):
+    status = process.poll()
+    assert status is None, f'exited with status {status} before {until!r}:\n{text[-3000:]}'
+    assert time.monotonic() < deadline, f'no {until!r} after {timeout} s:\n{text[-3000:]}'
+    time.sleep(0.05)
+  return text
 
 
 # gs:// paths through gcsfs, as where TensorFlow is not installed (the tests

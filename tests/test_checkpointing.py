@@ -20,7 +20,7 @@ import pytest
 
 from electra_jax import checkpointing, config_lib, train
 from electra_jax.metric_writer import read_scalars
-from tests.conftest import REPO, cpu_env
+from tests.conftest import REPO, cpu_env, start_module, wait_for
 from tests.test_train import run_main
 
 # Throughput depends on the machine, not on the computation.
@@ -76,24 +76,12 @@ def _params(workdir, step: int) -> list[np.ndarray]:
 
 
 def _start(workdir, *args: str) -> tuple[subprocess.Popen, str]:
-  log = os.path.join(workdir, f'stderr-{time.time_ns()}.txt')
+  """The main job on the tiny config, started; its output goes to a new log in `workdir`."""
   os.makedirs(workdir, exist_ok=True)
-  command = [
-    sys.executable,
-    '-m',
-    'electra_jax.main',
-    '--config=configs/tiny.py',
-    f'--workdir={workdir}',
-    *args,
-  ]
-  with open(log, 'w') as f:
-    process = subprocess.Popen(
-      command,
-      cwd=REPO,
-      stdout=subprocess.DEVNULL,
-      stderr=f,
-      env=cpu_env(),
-    )
+  log = os.path.join(workdir, f'output-{time.time_ns()}.txt')
+  process = start_module(
+    'electra_jax.main', log, '--config=configs/tiny.py', f'--workdir={workdir}', *args
+  )
   return process, log
 
 
@@ -102,12 +90,9 @@ def _logged_steps(log: str) -> list[int]:
     return [int(m) for m in re.findall(r'metric_writer.py:\d+\] \[(\d+)\]', f.read())]
 
 
-def _wait_for_step(process: subprocess.Popen, log: str, step: int, timeout: float = 300):
-  deadline = time.monotonic() + timeout
-  while not any(s >= step for s in _logged_steps(log)):
-    assert process.poll() is None, open(log).read()[-3000:]
-    assert time.monotonic() < deadline, 'training did not start in time'
-    time.sleep(0.05)
+def _wait_for_step(process: subprocess.Popen, log: str, step: int) -> None:
+  """Waits until the run has logged the metrics of `step` or a later one."""
+  wait_for(process, log, lambda _: any(s >= step for s in _logged_steps(log)))
 
 
 def test_exact_resume_after_sigkill(tmp_path, prepared_tiny, run_a):
@@ -179,12 +164,8 @@ def test_sigterm_saves_within_max_steps_ahead_and_resumes(tmp_path, prepared_tin
   )
   workdir = tmp_path / 'preempted'
   process, log = _start(workdir, *args)
-  finished = lambda: [int(s) for s in re.findall(rf'\] step (\d+)/{steps}', open(log).read())]
-  deadline = time.monotonic() + 300
-  while not finished() or finished()[-1] < 2:
-    assert process.poll() is None and time.monotonic() < deadline, open(log).read()[-3000:]
-    time.sleep(0.02)
-  last = finished()[-1]
+  finished = lambda text: [int(s) for s in re.findall(rf'\] step (\d+)/{steps}', text)]
+  last = max(finished(wait_for(process, log, lambda text: max(finished(text), default=0) >= 2)))
   sent = time.monotonic()
   process.send_signal(signal.SIGTERM)
   # It saves, says how to go on, and exits with the shell's status for SIGTERM.

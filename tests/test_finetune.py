@@ -15,7 +15,6 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
 import time
 
 import ml_collections
@@ -25,33 +24,13 @@ from configs import finetune as finetune_configs
 from electra_jax.finetune import glue, resume, tasks
 from electra_jax.finetune import train as finetune_train
 from electra_jax.metric_writer import read_scalars
-from tests.conftest import REPO, cpu_env, data_dir, require, run_module
+from tests.conftest import REPO, data_dir, require, run_module, start_module, wait_for
 
 NOTEBOOK = REPO / 'launch' / 'colab_tpu.ipynb'
 
 
 def _finetune(*args: str) -> subprocess.CompletedProcess:
   return run_module('electra_jax.finetune', *args)
-
-
-def _start_finetune(log: pathlib.Path, *args: str) -> subprocess.Popen:
-  """`python -m electra_jax.finetune ARGS` started on the CPU, its stderr written to `log`."""
-  with log.open('w') as stderr:
-    return subprocess.Popen(
-      [sys.executable, '-m', 'electra_jax.finetune', *args],
-      cwd=REPO,
-      stdout=subprocess.DEVNULL,
-      stderr=stderr,
-      env=cpu_env(),
-    )
-
-
-def _wait_for(process: subprocess.Popen, log: pathlib.Path, pattern: str) -> None:
-  """Waits until `log`, the stderr of the running `process`, matches `pattern`."""
-  deadline = time.monotonic() + 300
-  while not re.search(pattern, log.read_text()):
-    assert process.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
-    time.sleep(0.1)
 
 
 @pytest.fixture(scope='module')
@@ -178,9 +157,9 @@ def test_finetuned_tiny_model_beats_chance_on_sst2(pretrained_workdir, tmp_path)
   assert json.loads((out / 'results.json').read_text())['seeds'] == results['seeds']
   # Stopped once it says so: its training would only compile programs for a new schedule.
   log = tmp_path / 'changed.log'
-  changed = _start_finetune(log, *args, '--config.max_train_examples=64')
+  changed = start_module('electra_jax.finetune', log, *args, '--config.max_train_examples=64')
   try:
-    _wait_for(changed, log, 'comes from other settings; training it again')
+    wait_for(changed, log, 'comes from other settings; training it again')
   finally:
     changed.kill()
     changed.wait()
@@ -210,21 +189,19 @@ def test_a_killed_or_preempted_seed_resumes_to_the_same_result(pretrained_workdi
   out, log = tmp_path / 'interrupted', tmp_path / 'log'
 
   def start(*extra: str) -> subprocess.Popen:
-    return _start_finetune(log, *args, f'--workdir={out}', *extra)
+    return start_module('electra_jax.finetune', log, *args, f'--workdir={out}', *extra)
 
   # Preempted in the second epoch of seed 0: it saves, says how to go on, and exits 143.
   first = start()
-  _wait_for(first, log, r'\] \[40\] ')
+  wait_for(first, log, r'\] \[40\] ')
   first.send_signal(signal.SIGTERM)
   assert first.wait(timeout=120) == 143
   stopped = re.search(r'error: SIGTERM: saved this seed at step (\d+) of 62', log.read_text())
   assert stopped and 40 <= int(stopped[1]) < 62, log.read_text()[-3000:]
   # Resumed with a save every 0.12 s, then killed without warning during seed 1.
   second = start('--config.checkpoint.every_minutes=0.002')
-  _wait_for(second, log, rf'seed 0: resumed at step {stopped[1]} of 62')
-  _wait_for(
-    second, log, r'(?s)seed 0: dev accuracy=.*Saved the checkpoint of step \d+ in \S+seed_1'
-  )
+  wait_for(second, log, rf'seed 0: resumed at step {stopped[1]} of 62')
+  wait_for(second, log, r'(?s)seed 0: dev accuracy=.*Saved the checkpoint of step \d+ in \S+seed_1')
   second.kill()
   second.wait()
   assert not (out / 'seed_0' / 'checkpoints').exists()  # Spent once the result is written.

@@ -14,8 +14,6 @@ import pathlib
 import re
 import signal
 import subprocess
-import sys
-import time
 
 from etils import epath
 import jax
@@ -27,7 +25,7 @@ from configs import tiny
 from electra_jax import checkpointing, pretrained, storage
 from electra_jax.data import pipeline, shard_writer
 from tests import gcs_emulator
-from tests.conftest import REPO, cpu_env, data_dir, run_module
+from tests.conftest import data_dir, run_module, start_module, wait_for
 from tests.test_checkpointing import _last_per_step, _params
 
 # The whole user path against the bucket: a run may take long.
@@ -63,23 +61,11 @@ def _pretrain(workdir: str, prepared: str, *args: str) -> list[str]:
   ]
 
 
-def _start_until(
-  args: list[str], log: pathlib.Path, text: str
-) -> tuple[subprocess.Popen, pathlib.Path]:
-  """Starts the main job with its log in `log`; returns once the log holds `text`."""
-  with open(log, 'w') as f:
-    process = subprocess.Popen(
-      [sys.executable, '-m', 'electra_jax.main', *args],
-      cwd=REPO,
-      stdout=subprocess.DEVNULL,
-      stderr=f,
-      env=cpu_env(),
-    )
-  deadline = time.monotonic() + 600
-  while text not in log.read_text():
-    assert process.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
-    time.sleep(0.05)
-  return process, log
+def _start_until(args: list[str], log: pathlib.Path, text: str) -> subprocess.Popen:
+  """Starts the main job with its output in `log`; returns once the log holds `text`."""
+  process = start_module('electra_jax.main', log, *args)
+  wait_for(process, log, re.escape(text), timeout=600)
+  return process
 
 
 def test_paths_in_a_bucket(gcs, tmp_path):
@@ -193,7 +179,7 @@ def test_the_whole_user_path_in_a_bucket(gcs, tmp_path):
     '--config.num_train_steps=30',
     f'--config.data.local_copy_dir={tmp_path / "copies"}',
   )
-  process, _ = _start_until(args, tmp_path / 'killed.log', 'Saved the checkpoint of step 20')
+  process = _start_until(args, tmp_path / 'killed.log', 'Saved the checkpoint of step 20')
   process.send_signal(signal.SIGKILL)
   process.wait()
   result = _run('electra_jax.main', *args)
@@ -267,8 +253,9 @@ def test_a_checkpoint_the_bucket_refuses_for_a_while_is_never_moved_aside(
 
   # Refused until the first retry is announced, then served: the retries resume from it.
   gcs.refuse('refused_run/checkpoints/20/state/')
+  log = tmp_path / 'refused.log'
   try:
-    process, log = _start_until(more, tmp_path / 'refused.log', 'trying again in 1 s')
+    process = _start_until(more, log, 'trying again in 1 s')
   finally:
     gcs.stop_refusing()
   assert process.wait(timeout=600) == 0, log.read_text()[-3000:]

@@ -11,14 +11,12 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import time
 
 import numpy as np
 import pytest
 
-from electra_jax.data import shard_writer
-from tests.conftest import REPO, cpu_env, data_dir
+from tests.conftest import cpu_env, run_module, start_module, wait_for
 from tests.test_checkpointing import _last_per_step, _params
 
 _ARGS = (
@@ -30,28 +28,14 @@ _ARGS = (
 )
 
 
-@pytest.fixture(scope='module')
-def prepared(tmp_path_factory) -> str:
-  options = shard_writer.PrepareOptions(
-    corpus=f'wiki:{data_dir()}/wikipedia/AA/wiki_00',
-    max_seq_length=64,
-    spm_vocab_size=2000,
-    spm_sample_sentences=20_000,
-  )
-  directory = str(tmp_path_factory.mktemp('prepared'))
-  shard_writer.prepare(options, directory, num_workers=1, progress=False)
-  return directory
-
-
 def _main(workdir, prepared: str) -> list[str]:
-  return [
-    sys.executable,
-    '-m',
-    'electra_jax.main',
-    f'--workdir={workdir}',
-    *_ARGS,
-    f'--config.data.prepared_dir={prepared}',
-  ]
+  """The main job's flags: the tiny config's 10 steps in `workdir`."""
+  return [f'--workdir={workdir}', *_ARGS, f'--config.data.prepared_dir={prepared}']
+
+
+def _one_process(workdir, prepared: str, *extra: str) -> subprocess.CompletedProcess:
+  """The main job in one process of 8 devices, run to its end."""
+  return run_module('electra_jax.main', *_main(workdir, prepared), *extra, env=cpu_env(8))
 
 
 def _free_port() -> int:
@@ -61,39 +45,20 @@ def _free_port() -> int:
 
 
 @pytest.mark.heavy  # Two minutes of two processes training, then one resuming.
-def test_two_processes_train_like_one_and_resume_in_one(tmp_path, prepared):
+def test_two_processes_train_like_one_and_resume_in_one(tmp_path, prepared_tiny):
   two, one = tmp_path / 'two_processes', tmp_path / 'one_process'
-  address = f'localhost:{_free_port()}'
   # The reference runs alongside: the two processes spend part of their time
   # waiting for each other's collectives.
   # The two processes stand for two slices (or GPU nodes): data = 2 over DCN x 4 within.
-  processes = [
-    subprocess.Popen(
-      [*_main(two, prepared), '--config.mesh.dcn_data=2'],
-      cwd=REPO,
-      stdout=subprocess.DEVNULL,
-      stderr=subprocess.PIPE,
-      text=True,
-      env=cpu_env(
-        4, JAX_COORDINATOR_ADDRESS=address, JAX_NUM_PROCESSES='2', JAX_PROCESS_ID=str(index)
-      ),
-    )
-    for index in range(2)
+  one_log = tmp_path / 'one_process.txt'
+  started = [
+    *_two_processes(two, prepared_tiny),
+    (
+      start_module('electra_jax.main', one_log, *_main(one, prepared_tiny), env=cpu_env(8)),
+      one_log,
+    ),
   ]
-  processes.append(
-    subprocess.Popen(
-      _main(one, prepared),
-      cwd=REPO,
-      stdout=subprocess.DEVNULL,
-      stderr=subprocess.PIPE,
-      text=True,
-      env=cpu_env(8),
-    )
-  )
-  logs = []
-  for process in processes:
-    logs.append(process.communicate(timeout=600)[1])
-    assert process.returncode == 0, logs[-1][-3000:]
+  logs = _finish(started)
   assert "Mesh {'data': 8, 'fsdp': 1, 'tensor': 1} over 8 devices (cpu), 2 processes" in logs[0]
   assert "Mesh {'data': 8, 'fsdp': 1, 'tensor': 1} over 8 devices (cpu), 1 processes" in logs[2]
 
@@ -107,9 +72,7 @@ def test_two_processes_train_like_one_and_resume_in_one(tmp_path, prepared):
   resumed = tmp_path / 'resumed'
   shutil.copytree(two, resumed)
   shutil.rmtree(resumed / 'checkpoints' / '10')
-  result = subprocess.run(
-    _main(resumed, prepared), cwd=REPO, capture_output=True, text=True, timeout=600, env=cpu_env(8)
-  )
+  result = _one_process(resumed, prepared_tiny)
   assert result.returncode == 0, result.stderr[-3000:]
   assert 'Resumed at step 6 ' in result.stderr
   c = _last_per_step(resumed)
@@ -122,7 +85,7 @@ def test_two_processes_train_like_one_and_resume_in_one(tmp_path, prepared):
   state = [p for p in (two / 'checkpoints' / '10' / 'state').rglob('*') if p.is_file()]
   biggest = max(state, key=lambda p: p.stat().st_size)
   biggest.write_bytes(biggest.read_bytes()[: biggest.stat().st_size // 2])
-  logs = _finish(_two_processes(two, prepared))
+  logs = _finish(_two_processes(two, prepared_tiny))
   for log in logs:
     assert 'Resumed at step 6 ' in log, log[-3000:]
   assert '; moved it to' in logs[0] and '; process 0 moved it aside' in logs[1]
@@ -135,17 +98,17 @@ def _two_processes(workdir, prepared: str, *extra: str) -> list[tuple[subprocess
   os.makedirs(workdir, exist_ok=True)
   started = []
   for index in range(2):
-    log = os.path.join(workdir, f'stderr-{index}-{time.time_ns()}.txt')
-    with open(log, 'w') as stderr:
-      process = subprocess.Popen(
-        [*_main(workdir, prepared), '--config.mesh.dcn_data=2', *extra],
-        cwd=REPO,
-        stdout=subprocess.DEVNULL,
-        stderr=stderr,
-        env=cpu_env(
-          4, JAX_COORDINATOR_ADDRESS=address, JAX_NUM_PROCESSES='2', JAX_PROCESS_ID=str(index)
-        ),
-      )
+    log = os.path.join(workdir, f'output-{index}-{time.time_ns()}.txt')
+    process = start_module(
+      'electra_jax.main',
+      log,
+      *_main(workdir, prepared),
+      '--config.mesh.dcn_data=2',
+      *extra,
+      env=cpu_env(
+        4, JAX_COORDINATOR_ADDRESS=address, JAX_NUM_PROCESSES='2', JAX_PROCESS_ID=str(index)
+      ),
+    )
     started.append((process, log))
   return started
 
@@ -161,10 +124,7 @@ def _finish(started, status: int = 0) -> list[str]:
 
 def _sigterm_after(started, pattern: str, to: list[int]) -> None:
   """SIGTERM to the processes `to` once process 0's log matches `pattern`."""
-  deadline = time.monotonic() + 600
-  while not re.search(pattern, open(started[0][1]).read()):
-    assert time.monotonic() < deadline and started[0][0].poll() is None, 'never reached ' + pattern
-    time.sleep(0.2)
+  wait_for(*started[0], pattern, timeout=600)
   for index in to:
     started[index][0].send_signal(signal.SIGTERM)
 
@@ -174,18 +134,11 @@ def _saved_steps(log: str) -> list[int]:
 
 
 @pytest.mark.heavy  # Four runs of two processes, whose saves take seconds each: minutes.
-def test_sigterm_to_one_or_both_processes_stops_both_at_one_step(tmp_path, prepared):
+def test_sigterm_to_one_or_both_processes_stops_both_at_one_step(tmp_path, prepared_tiny):
   steps = 24
   args = (f'--config.num_train_steps={steps}', '--config.log_every_steps=2')
   reference = tmp_path / 'uninterrupted'
-  one = subprocess.run(
-    [*_main(reference, prepared), *args],
-    cwd=REPO,
-    capture_output=True,
-    text=True,
-    timeout=600,
-    env=cpu_env(8),
-  )
+  one = _one_process(reference, prepared_tiny, *args)
   assert one.returncode == 0, one.stderr[-3000:]
 
   workdir = tmp_path / 'preempted'
@@ -193,7 +146,7 @@ def test_sigterm_to_one_or_both_processes_stops_both_at_one_step(tmp_path, prepa
   timed = ('--config.checkpoint.every_minutes=0.005', '--config.checkpoint.every_steps=1000')
   stops = []
   for to in ([1], [0, 1]):  # SIGTERM to the second process alone, then to both.
-    started = _two_processes(workdir, prepared, *args, *timed)
+    started = _two_processes(workdir, prepared_tiny, *args, *timed)
     _sigterm_after(started, r'Saving the checkpoint of step', to)
     logs = _finish(started, status=143)  # Every process stops as a preempted one does.
     stopped = [re.search(r'SIGTERM: saved the checkpoint of step (\d+)', log) for log in logs]
@@ -206,7 +159,7 @@ def test_sigterm_to_one_or_both_processes_stops_both_at_one_step(tmp_path, prepa
     assert saved[0] == saved[1] and len(saved[0]) >= 2, saved
     assert all(step % 2 == 0 for step in saved[0][:-1]) and saved[0][-1] == stops[-1], saved
   assert stops[0] < stops[1] < steps, stops
-  logs = _finish(_two_processes(workdir, prepared, *args))
+  logs = _finish(_two_processes(workdir, prepared_tiny, *args))
   assert f'Resumed at step {stops[1]} ' in logs[0]
 
   # The same training as without interruptions. A window cut by a stop at an odd

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from electra_jax.data import packing, shards, sources
-from tests.conftest import REPO, data_dir
+from tests.conftest import REPO, data_dir, start_module, wait_for
 
 
 def run_prepare(*args, timeout=300):
@@ -278,27 +278,16 @@ def test_ctrl_c_stops_sentencepiece_training_at_once(tmp_path):
   """sentencepiece's C++ trainer runs in a child process, so SIGINT stops it at once.
   32,000 pieces on 200,000 sentences of the slice train for a minute or more."""
   log = tmp_path / 'log'
-  with open(log, 'w') as f:
-    process = subprocess.Popen(
-      [
-        sys.executable,
-        '-m',
-        'electra_jax.prepare_data',
-        f'--corpus=wiki:{data_dir()}/wikipedia/AA/wiki_*',
-        f'--output_dir={tmp_path / "out"}',
-        '--spm_vocab_size=32000',
-        '--config.data.spm_sample_sentences=200000',
-      ],
-      cwd=REPO,
-      stdout=f,
-      stderr=subprocess.STDOUT,
-      text=True,
-      preexec_fn=_as_from_a_shell,
-    )
-  deadline = time.monotonic() + 120
-  while 'sentencepiece: training 32000 pieces' not in log.read_text():
-    assert process.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
-    time.sleep(0.1)
+  process = start_module(
+    'electra_jax.prepare_data',
+    log,
+    f'--corpus=wiki:{data_dir()}/wikipedia/AA/wiki_*',
+    f'--output_dir={tmp_path / "out"}',
+    '--spm_vocab_size=32000',
+    '--config.data.spm_sample_sentences=200000',
+    preexec_fn=_as_from_a_shell,
+  )
+  wait_for(process, log, 'sentencepiece: training 32000 pieces', timeout=120)
   time.sleep(2)  # Into the training.
   process.send_signal(signal.SIGINT)
   start = time.monotonic()
