@@ -24,7 +24,7 @@ from electra_jax import (
   train,
 )
 from electra_jax.data import shard_writer, sources, tokenizers
-from tests.conftest import data_dir, require, run_module
+from tests.conftest import data_dir, perturbed, require, run_module
 
 torch = require('torch')
 transformers = require('transformers')
@@ -74,13 +74,7 @@ def _workdir(directory: str, config) -> str:
       config, train.build_model(config), optim.create_optimizer(config), mesh
     )
     # Random biases and LayerNorm parameters too, so that every mapping shows.
-    leaves, tree = jax.tree.flatten(state.params)
-    keys = jax.random.split(jax.random.key(1), len(leaves))
-    state = state.replace(
-      params=jax.tree.unflatten(
-        tree, [x + 0.05 * jax.random.normal(k, x.shape) for x, k in zip(leaves, keys)]
-      )
-    )
+    state = state.replace(params=perturbed(state.params, 1, 0.05))
     manager = checkpointing.create_manager(directory, config)
     checkpointing.save(
       manager,

@@ -255,10 +255,11 @@ def test_trimmed_padding_changes_no_output():
   config.model.vocab_size = tokenizer.vocab_size
   model = SequenceClassifier(config_lib.discriminator_config(config), num_outputs=2)
   padded = {k: v[short] for k, v in rows.items()}
-  params = model.init(
+  params = jax.jit(model.init)(
     jax.random.key(0), padded['input_ids'], padded['token_type_ids'], padded['attention_mask']
   )
-  apply = lambda b: model.apply(params, b['input_ids'], b['token_type_ids'], b['attention_mask'])
+  forward = jax.jit(model.apply)
+  apply = lambda b: forward(params, b['input_ids'], b['token_type_ids'], b['attention_mask'])
   np.testing.assert_allclose(apply(cut(short)), apply(padded), rtol=1e-5, atol=1e-6)
 
 

@@ -207,7 +207,9 @@ def test_position_table_init(init):
   config.model.position_embedding_init = init
   model = train.build_model(config)
   ids = jnp.full((1, 8), 7, jnp.int32)
-  params = model.init(jax.random.key(0), ids, ids * 0, ids * 0 + 1, jnp.zeros((1, 2), jnp.int32))
+  params = jax.jit(
+    lambda rng: model.init(rng, ids, ids * 0, ids * 0 + 1, jnp.zeros((1, 2), jnp.int32))
+  )(jax.random.key(0))
   table = np.asarray(
     nn.meta.unbox(params)['params']['embeddings']['position_embeddings']['embedding']
   )

@@ -17,13 +17,27 @@ from electra_jax import objectives, sharding, train
 from electra_jax.data import tokenizers
 
 
-def _model_and_params(**model_overrides):
+def _model(**model_overrides):
+  """(config, model) for tiny with these model settings."""
   config = tiny.get_config()
   config.model.update(model_overrides)
-  model = train.build_model(config)
-  ids = jnp.zeros((1, config.max_seq_length), jnp.int32)
-  init = jax.jit(lambda rng: model.init(rng, ids, ids, ids + 1, jnp.zeros((1, 9), jnp.int32)))
-  return config, model, nn.meta.unbox(init(jax.random.key(0))['params'])
+  return config, train.build_model(config)
+
+
+def _init(model, rng):
+  ids = jnp.zeros((1, tiny.get_config().max_seq_length), jnp.int32)
+  return nn.meta.unbox(model.init(rng, ids, ids, ids + 1, jnp.zeros((1, 9), jnp.int32))['params'])
+
+
+def _model_and_params(**model_overrides):
+  """(config, model, its initial parameters); a model whose parameters a test only
+  compares by shape or type gets `_shapes` instead, which compiles nothing."""
+  config, model = _model(**model_overrides)
+  return config, model, jax.jit(functools.partial(_init, model))(jax.random.key(0))
+
+
+def _shapes(model):
+  return jax.eval_shape(functools.partial(_init, model), jax.random.key(0))
 
 
 def _batch(real_token_rows, rows: int = 8):
@@ -49,16 +63,19 @@ def _unstack(params):
     encoder = dict(params[network])
     stacked = encoder.pop('layers')
     count = jax.tree.leaves(stacked)[0].shape[0]
-    encoder.update({f'layer_{i}': jax.tree.map(lambda x, i=i: x[i], stacked) for i in range(count)})
+    # NumPy slices: eager JAX would compile a slice for each shape and layer.
+    encoder.update(
+      {f'layer_{i}': jax.tree.map(lambda x, i=i: np.asarray(x)[i], stacked) for i in range(count)}
+    )
     out[network] = encoder
   return out
 
 
 def test_bfloat16_activations_match_float32_losses(real_token_rows):
   config, model, params = _model_and_params()
-  bf16_config, bf16_model, bf16_params = _model_and_params(dtype='bfloat16')
+  bf16_config, bf16_model = _model(dtype='bfloat16')
   # Parameters (and so the optimizer state) stay float32.
-  assert {x.dtype for x in jax.tree.leaves(bf16_params)} == {jnp.dtype('float32')}
+  assert {x.dtype for x in jax.tree.leaves(_shapes(bf16_model))} == {jnp.dtype('float32')}
   batch = _batch(real_token_rows)
   f32 = jax.jit(lambda p: _losses(config, model, p, batch))(params)
   bf16 = jax.jit(lambda p: _losses(bf16_config, bf16_model, p, batch))(params)
@@ -70,9 +87,9 @@ def test_bfloat16_activations_match_float32_losses(real_token_rows):
 
 def test_scan_and_unrolled_layers_give_the_same_outputs(real_token_rows):
   config, scanned, params = _model_and_params()
-  _, unrolled, unrolled_shape = _model_and_params(scan_layers=False)
+  _, unrolled = _model(scan_layers=False)
   converted = _unstack(params)
-  assert jax.tree.structure(converted) == jax.tree.structure(unrolled_shape)
+  assert jax.tree.structure(converted) == jax.tree.structure(_shapes(unrolled))
   batch = _batch(real_token_rows)
   # Without dropout: nn.scan splits dropout keys per layer, while unrolled
   # layers fold in their names, so the two draw different (equally valid) masks.
@@ -135,7 +152,7 @@ def test_remat_does_not_change_gradients(real_token_rows):
   batch = _batch(real_token_rows, rows=4)
   config, _, params = _model_and_params()
   policies = ('none', 'full', 'dots_saveable')
-  models = [_model_and_params(remat_policy=policy)[1] for policy in policies]
+  models = [_model(remat_policy=policy)[1] for policy in policies]
 
   def all_grads(p):
     # Dropout on: recomputation must redraw the same masks.
@@ -175,7 +192,7 @@ def test_fused_attention_matches_explicit_on_padded_rows(real_token_rows):
   # jax.nn.dot_product_attention ('xla'; 'cudnn' on a GPU) gets the padding as
   # row lengths; the explicit einsum path as a mask.
   config, explicit, params = _model_and_params(attention_dropout_rate=0.0)
-  fused_config, fused, _ = _model_and_params(attention_dropout_rate=0.0, attention_impl='xla')
+  fused_config, fused = _model(attention_dropout_rate=0.0, attention_impl='xla')
   # Real rows cut to different lengths, the rest padding.
   lengths = np.array([64, 50, 37, 20, 64, 9, 33, 60])[:, None]
   batch = _batch(np.where(np.arange(64) < lengths, real_token_rows[:8], 0))
@@ -201,12 +218,10 @@ def test_cudnn_attention_lowers_for_a_gpu(real_token_rows, monkeypatch):
   # CUDA. A padding mask given as a [B, 1, 1, L] mask failed here.
   monkeypatch.setattr(fused_attention_stablehlo, 'check_cudnn_version', lambda: 91000)
   monkeypatch.setattr(fused_attention_stablehlo, 'check_compute_capability', lambda _: True)
-  config, model, params = _model_and_params(
-    attention_dropout_rate=0.0, attention_impl='cudnn', dtype='bfloat16'
-  )
+  config, model = _model(attention_dropout_rate=0.0, attention_impl='cudnn', dtype='bfloat16')
   obj = objectives.Settings.from_config(config, tokenizers.TRAINED_SPECIAL_IDS)
   gradients = jax.jit(functools.partial(objectives.pretraining_gradients, model=model, obj=obj))
-  lowered = gradients.trace(params, _batch(real_token_rows), jax.random.key(0)).lower(
+  lowered = gradients.trace(_shapes(model), _batch(real_token_rows), jax.random.key(0)).lower(
     lowering_platforms=('cuda',)
   )
   text = lowered.as_text()

@@ -11,7 +11,7 @@ import pytest
 from configs import tiny
 from electra_jax import config_lib, objectives, pretrain_eval, sharding, train
 from electra_jax.data import tokenizers
-from tests.conftest import require
+from tests.conftest import perturbed, require
 
 SPECIAL = tokenizers.TRAINED_SPECIAL_IDS
 
@@ -65,11 +65,7 @@ def _setup(config, seed=0):
   batch = _batch()
   params = nn.meta.unbox(jax.jit(lambda b: _init(model, b, seed))(batch))
   # GDES's residual tables start at zero; give every leaf a value that shows.
-  leaves, tree = jax.tree.flatten(params)
-  keys = jax.random.split(jax.random.key(seed + 1), len(leaves))
-  params = jax.tree.unflatten(
-    tree, [x + 0.02 * jax.random.normal(k, x.shape) for x, k in zip(leaves, keys)]
-  )
+  params = perturbed(params, seed + 1, 0.02)
   return model, params, objectives.Settings.from_config(config, SPECIAL), batch
 
 

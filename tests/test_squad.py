@@ -147,8 +147,10 @@ def test_the_released_head_conditions_the_end_on_the_start():
   types[:, 8:] = 1  # [CLS] and a 7-piece question, then the context.
   mask = np.ones_like(ids)
   mask[1, 20:] = 0
-  params = head.init(jax.random.key(0), ids, types, mask)['params']
-  beam = jax.device_get(head.apply({'params': params}, ids, types, mask))
+  # Jitted: op by op, each of the head's operations would compile on its own.
+  params = jax.jit(head.init)(jax.random.key(0), ids, types, mask)['params']
+  predict = jax.jit(lambda p, *inputs: head.apply({'params': p}, *inputs))
+  beam = jax.device_get(predict(params, ids, types, mask))
   assert beam['starts'].shape == (3, 5) and beam['ends'].shape == (3, 5, 5)
   assert beam['answerable'].shape == (3,)
   # Every start and end of the beam is in the context or at [CLS], never in the
@@ -159,13 +161,14 @@ def test_the_released_head_conditions_the_end_on_the_start():
     assert allowed[rows, places].all()
   # Training scores the ends of the gold start; prediction, of each start in the
   # beam: the same log-probabilities.
-  trained = head.apply({'params': params}, ids, types, mask, True, beam['starts'][:, 2])
+  start = beam['starts'][:, 2]
+  trained = jax.jit(lambda p: head.apply({'params': p}, ids, types, mask, True, start))(params)
   log_probs = np.asarray(jax.nn.log_softmax(trained['end']))
   np.testing.assert_allclose(
     np.take_along_axis(log_probs, beam['ends'][:, 2], 1), beam['end_log_probs'][:, 2], atol=1e-5
   )
   # A batch trimmed shorter than the beam fills it with [CLS], which holds no answer.
-  short = jax.device_get(head.apply({'params': params}, ids[:, :3], types[:, :3], mask[:, :3]))
+  short = jax.device_get(predict(params, ids[:, :3], types[:, :3], mask[:, :3]))
   assert (short['starts'][:, 3:] == 0).all() and np.isneginf(short['start_log_probs'][:, 3:]).all()
 
 
