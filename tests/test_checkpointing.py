@@ -15,31 +15,19 @@ import time
 
 import jax
 import numpy as np
-import orbax.checkpoint as ocp
 import pytest
 
 from electra_jax import checkpointing, config_lib, train
-from electra_jax.metric_writer import read_scalars
-from tests.conftest import REPO, cpu_env, start_module, wait_for
-from tests.test_train import run_main
-
-# Throughput depends on the machine, not on the computation.
-_TIMING_TAGS = (
-  'train/step_time_s',
-  'train/tokens_per_s',
-  'train/examples_per_s',
-  'train/model_tflops_per_s',
-  'train/mfu',
+from tests.conftest import REPO, cpu_env, wait_for
+from tests.main_runs import (
+  checkpoint_params,
+  every_step_args,
+  last_per_step,
+  logged_steps,
+  run_main,
+  start_main,
+  wait_for_step,
 )
-
-
-def _args(prepared: str, *extra: str) -> list[str]:
-  return [
-    f'--config.data.prepared_dir={prepared}',
-    '--config.log_every_steps=1',
-    '--config.checkpoint.every_minutes=0',
-    *extra,
-  ]
 
 
 @pytest.fixture(scope='module')
@@ -48,72 +36,35 @@ def run_a(tmp_path_factory, prepared_tiny):
   workdir = tmp_path_factory.mktemp('run_a')
   result = run_main(
     workdir,
-    *_args(prepared_tiny, '--config.num_train_steps=40', '--config.checkpoint.every_steps=10'),
+    *every_step_args(
+      prepared_tiny, '--config.num_train_steps=40', '--config.checkpoint.every_steps=10'
+    ),
   )
   assert result.returncode == 0, result.stderr[-3000:]
   return workdir
 
 
-def _last_per_step(workdir) -> dict[str, dict[int, float]]:
-  """{tag: {step: value}}; a step written again after a restart keeps its last value."""
-  return {
-    tag: dict(values) for tag, values in read_scalars(workdir).items() if tag not in _TIMING_TAGS
-  }
-
-
-def _params(workdir, step: int) -> list[np.ndarray]:
-  """The parameters of a checkpoint, whatever mesh wrote it (and wherever, gs://
-  too), on this process's device."""
-  path = str(checkpointing.checkpoint_dir(str(workdir)) / str(step) / 'state')
-  checkpointer = ocp.StandardCheckpointer()
-  local = jax.sharding.SingleDeviceSharding(jax.devices()[0])
-  target = jax.tree.map(
-    lambda m: jax.ShapeDtypeStruct(m.shape, m.dtype, sharding=local),
-    checkpointer.metadata(path).item_metadata.tree,
-  )
-  state = checkpointer.restore(path, target)
-  return [np.asarray(x) for x in jax.tree.leaves(state['params'])]
-
-
-def _start(workdir, *args: str) -> tuple[subprocess.Popen, str]:
-  """The main job on the tiny config, started; its output goes to a new log in `workdir`."""
-  os.makedirs(workdir, exist_ok=True)
-  log = os.path.join(workdir, f'output-{time.time_ns()}.txt')
-  process = start_module(
-    'electra_jax.main', log, '--config=configs/tiny.py', f'--workdir={workdir}', *args
-  )
-  return process, log
-
-
-def _logged_steps(log: str) -> list[int]:
-  with open(log) as f:
-    return [int(m) for m in re.findall(r'metric_writer.py:\d+\] \[(\d+)\]', f.read())]
-
-
-def _wait_for_step(process: subprocess.Popen, log: str, step: int) -> None:
-  """Waits until the run has logged the metrics of `step` or a later one."""
-  wait_for(process, log, lambda _: any(s >= step for s in _logged_steps(log)))
-
-
 def test_exact_resume_after_sigkill(tmp_path, prepared_tiny, run_a):
   workdir = tmp_path / 'b'
-  args = _args(prepared_tiny, '--config.num_train_steps=40', '--config.checkpoint.every_steps=10')
-  process, log = _start(workdir, *args)
-  _wait_for_step(process, log, 20)  # N = 20 steps done (and saved), then a moment
+  args = every_step_args(
+    prepared_tiny, '--config.num_train_steps=40', '--config.checkpoint.every_steps=10'
+  )
+  process, log = start_main(workdir, *args)
+  wait_for_step(process, log, 20)  # N = 20 steps done (and saved), then a moment
   time.sleep(random.uniform(0, 1.5))  # that the test does not choose.
   process.send_signal(signal.SIGKILL)
   assert process.wait() == -signal.SIGKILL, 'the run finished before it could be killed'
-  print('killed after step', max(_logged_steps(log)))
+  print('killed after step', max(logged_steps(log)))
 
   result = run_main(workdir, *args)
   assert result.returncode == 0, result.stderr[-3000:]
-  a, b = _last_per_step(run_a), _last_per_step(workdir)
+  a, b = last_per_step(run_a), last_per_step(workdir)
   assert set(a) == set(b)
   for tag in a:
     assert sorted(b[tag]) == list(range(1, 41)), tag
     for step in range(21, 41):
       assert a[tag][step] == b[tag][step], (tag, step, a[tag][step], b[tag][step])
-  for x, y in zip(_params(run_a, 40), _params(workdir, 40), strict=True):
+  for x, y in zip(checkpoint_params(run_a, 40), checkpoint_params(workdir, 40), strict=True):
     np.testing.assert_array_equal(x, y)
 
 
@@ -121,7 +72,7 @@ def test_a_run_stopped_at_a_step_then_rerun_is_one_run(tmp_path, prepared_tiny, 
   # objective_ablation.sh compares learning rates at such a stop, then runs the
   # winner on: its result must be the uninterrupted run's.
   workdir = tmp_path / 'in_two'
-  args = _args(
+  args = every_step_args(
     prepared_tiny,
     '--config.num_train_steps=40',
     '--config.checkpoint.every_steps=10',
@@ -137,11 +88,11 @@ def test_a_run_stopped_at_a_step_then_rerun_is_one_run(tmp_path, prepared_tiny, 
   rest = run_main(workdir, *args)
   assert rest.returncode == 0, rest.stderr[-3000:]
   assert 'Resumed at step 25 ' in rest.stderr
-  a, b = _last_per_step(run_a), _last_per_step(workdir)
+  a, b = last_per_step(run_a), last_per_step(workdir)
   assert set(a) == set(b)
   for tag in a:
     assert a[tag] == b[tag], tag
-  for x, y in zip(_params(run_a, 40), _params(workdir, 40), strict=True):
+  for x, y in zip(checkpoint_params(run_a, 40), checkpoint_params(workdir, 40), strict=True):
     np.testing.assert_array_equal(x, y)
 
 
@@ -153,7 +104,7 @@ def test_sigterm_saves_within_max_steps_ahead_and_resumes(tmp_path, prepared_tin
   # max_steps_ahead keeps the host from dispatching far beyond the device. A
   # progress line at every step names the newest finished one.
   ahead, steps = 2, 12
-  args = _args(
+  args = every_step_args(
     prepared_tiny,
     f'--config.num_train_steps={steps}',
     '--config.checkpoint.every_steps=1000',
@@ -163,7 +114,7 @@ def test_sigterm_saves_within_max_steps_ahead_and_resumes(tmp_path, prepared_tin
     f'--config.max_steps_ahead={ahead}',
   )
   workdir = tmp_path / 'preempted'
-  process, log = _start(workdir, *args)
+  process, log = start_main(workdir, *args)
   finished = lambda text: [int(s) for s in re.findall(rf'\] step (\d+)/{steps}', text)]
   last = max(finished(wait_for(process, log, lambda text: max(finished(text), default=0) >= 2)))
   sent = time.monotonic()
@@ -192,7 +143,7 @@ def test_nonfinite_steps_are_skipped_then_stop_the_run(tmp_path, prepared_tiny):
   # the run took 29 s of CPU instead of 47.
   result = run_main(
     workdir,
-    *_args(
+    *every_step_args(
       prepared_tiny,
       '--config.num_train_steps=50',
       '--config.checkpoint.every_steps=2',
@@ -217,7 +168,7 @@ def test_nonfinite_steps_are_skipped_then_stop_the_run(tmp_path, prepared_tiny):
   ], result.stderr[-3000:]
   steps = sorted(int(s) for s in os.listdir(workdir / 'checkpoints') if s.isdigit())
   assert steps and steps[-1] < 50
-  assert all(np.isfinite(x).all() for x in _params(workdir, steps[-1]))
+  assert all(np.isfinite(x).all() for x in checkpoint_params(workdir, steps[-1]))
 
   # The logged learning rate is the applied one: the schedule at the count of
   # updates applied before each step, which skipped steps do not advance.
@@ -229,7 +180,7 @@ def test_nonfinite_steps_are_skipped_then_stop_the_run(tmp_path, prepared_tiny):
   schedule = optim.learning_rate_schedule(config)
   skipped = {int(s) for s in re.findall(r'Step (\d+): non-finite ', result.stderr)}
   applied = lambda step: sum(1 for s in range(1, step) if s not in skipped)
-  logged = _last_per_step(workdir)['train/learning_rate']
+  logged = last_per_step(workdir)['train/learning_rate']
   assert logged and skipped & set(range(1, max(logged)))
   for window_end, value in logged.items():
     expected = np.mean([schedule(applied(s)) for s in range(window_end - 4, window_end + 1)])
@@ -249,20 +200,22 @@ def test_damaged_checkpoints_fall_back_and_never_restart_silently(tmp_path, run_
     f.truncate(os.path.getsize(biggest) // 2)
   result = run_main(
     workdir,
-    *_args(prepared_tiny, '--config.num_train_steps=40', '--config.checkpoint.every_steps=10'),
+    *every_step_args(
+      prepared_tiny, '--config.num_train_steps=40', '--config.checkpoint.every_steps=10'
+    ),
   )
   assert result.returncode == 0, result.stderr[-3000:]
   assert 'Checkpoint 40 in' in result.stderr and 'cannot be restored' in result.stderr
   assert 'Resumed at step 30 ' in result.stderr
   assert any(name.startswith('40.unreadable-') for name in os.listdir(workdir / 'checkpoints'))
   # The redone steps 31-40 equal the original ones.
-  a, b = _last_per_step(run_a), _last_per_step(workdir)
+  a, b = last_per_step(run_a), last_per_step(workdir)
   assert all(a[tag][s] == b[tag][s] for tag in a for s in range(31, 41))
 
   for name in os.listdir(workdir / 'checkpoints'):
     if name.isdigit():
       shutil.rmtree(workdir / 'checkpoints' / name / 'state')
-  result = run_main(workdir, *_args(prepared_tiny, '--config.num_train_steps=40'))
+  result = run_main(workdir, *every_step_args(prepared_tiny, '--config.num_train_steps=40'))
   assert result.returncode == 2
   assert 'no checkpoint could be restored' in result.stderr.strip().splitlines()[-1]
   assert not any(name.isdigit() for name in os.listdir(workdir / 'checkpoints'))
@@ -285,7 +238,9 @@ def test_failed_saves_are_reported_and_keep_the_previous_checkpoint(tmp_path, ru
   shutil.copytree(run_a, workdir)
   for step in ('30', '40'):  # Back to step 20, so that steps 30 and 40 save again.
     shutil.rmtree(workdir / 'checkpoints' / step)
-  args = _args(prepared_tiny, '--config.num_train_steps=40', '--config.checkpoint.every_steps=10')
+  args = every_step_args(
+    prepared_tiny, '--config.num_train_steps=40', '--config.checkpoint.every_steps=10'
+  )
   # Files over 1 MiB cannot be written: a write fails with EFBIG (Python ignores
   # SIGXFSZ), as it would with ENOSPC on a full disk.
   result = run_main(workdir, *args, shell_setup='ulimit -f 1024')
@@ -311,7 +266,7 @@ def test_failed_saves_are_reported_and_keep_the_previous_checkpoint(tmp_path, ru
   assert 'Resumed at step 20 ' in result.stderr
   assert sorted(os.listdir(workdir / 'checkpoints'))[-1] == '40'
   assert not [n for n in os.listdir(workdir / 'checkpoints') if 'tmp' in n]
-  a, b = _last_per_step(run_a), _last_per_step(workdir)
+  a, b = last_per_step(run_a), last_per_step(workdir)
   assert all(a[tag][s] == b[tag][s] for tag in a for s in range(21, 41))
 
 
@@ -340,7 +295,8 @@ def test_config_changes_are_refused_or_named(tmp_path, run_a, prepared_tiny):
   workdir = tmp_path / 'changed'
   shutil.copytree(run_a, workdir)
   result = run_main(
-    workdir, *_args(prepared_tiny, '--config.num_train_steps=40', '--config.model.hidden_size=64')
+    workdir,
+    *every_step_args(prepared_tiny, '--config.num_train_steps=40', '--config.model.hidden_size=64'),
   )
   assert result.returncode == 2
   last = result.stderr.strip().splitlines()[-1]
@@ -349,7 +305,9 @@ def test_config_changes_are_refused_or_named(tmp_path, run_a, prepared_tiny):
   # Other settings may change; the run resumes with a warning naming them.
   result = run_main(
     workdir,
-    *_args(prepared_tiny, '--config.num_train_steps=40', '--config.checkpoint.every_steps=8'),
+    *every_step_args(
+      prepared_tiny, '--config.num_train_steps=40', '--config.checkpoint.every_steps=8'
+    ),
   )
   assert result.returncode == 0, result.stderr[-3000:]
   assert 'Resuming step 40 under a changed config: checkpoint.every_steps: 10 -> 8' in (
@@ -444,7 +402,7 @@ def test_init_from_starts_from_another_runs_parameters(tmp_path, run_a, prepared
   fresh = tmp_path / 'continued'
   result = run_main(
     fresh,
-    *_args(
+    *every_step_args(
       prepared_tiny,
       '--config.num_train_steps=40',
       '--config.checkpoint.every_steps=10',
@@ -454,11 +412,11 @@ def test_init_from_starts_from_another_runs_parameters(tmp_path, run_a, prepared
   )
   assert result.returncode == 0, result.stderr[-3000:]
   assert f'Initialised the parameters from step 40 of {run_a}' in result.stderr
-  losses = _last_per_step(fresh)['train/loss']
+  losses = last_per_step(fresh)['train/loss']
   assert sorted(losses) == list(range(1, 41))
   # Starting from trained parameters, the first step's loss is far below a
   # fresh model's (the same data and RNG reach both at step 1).
-  assert losses[1] < _last_per_step(run_a)['train/loss'][1] - 5
+  assert losses[1] < last_per_step(run_a)['train/loss'][1] - 5
 
 
 def _tiny_params(**model):
@@ -515,7 +473,7 @@ def test_a_run_starts_its_generator_from_another_runs(tmp_path, run_a, prepared_
   workdir = tmp_path / 'fresh_discriminator'
   result = run_main(
     workdir,
-    *_args(
+    *every_step_args(
       prepared_tiny,
       '--config.num_train_steps=2',
       '--config.model.embedding_sharing=untied',
@@ -530,7 +488,7 @@ def test_a_run_starts_its_generator_from_another_runs(tmp_path, run_a, prepared_
   # The same data and RNG reach both at step 1: the generator starts where run_a's
   # ended (MLM loss 7.61 fresh, 6.74 loaded), the discriminator as fresh as run_a's
   # did (0.695 and 0.693; run_a's own had reached 0.41 by step 40).
-  ours, theirs = _last_per_step(workdir), _last_per_step(run_a)
+  ours, theirs = last_per_step(workdir), last_per_step(run_a)
   assert ours['train/mlm_loss'][1] < theirs['train/mlm_loss'][1] - 0.5
   assert ours['train/disc_loss'][1] == pytest.approx(theirs['train/disc_loss'][1], abs=0.05)
 

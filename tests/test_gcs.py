@@ -26,7 +26,7 @@ from electra_jax import checkpointing, pretrained, storage
 from electra_jax.data import pipeline, shard_writer
 from tests import gcs_emulator
 from tests.conftest import data_dir, run_module, start_module, wait_for
-from tests.test_checkpointing import _last_per_step, _params
+from tests.main_runs import checkpoint_params, last_per_step
 
 # The whole user path against the bucket: a run may take long.
 _run = functools.partial(run_module, timeout=900)
@@ -186,11 +186,11 @@ def test_the_whole_user_path_in_a_bucket(gcs, tmp_path):
   assert result.returncode == 0, result.stderr[-3000:]
   assert re.search(r'Resumed at step (20|30) ', result.stderr), result.stderr[-3000:]
   assert f'Reading {prepared} from its local copy {tmp_path / "copies"}' in result.stderr
-  a, b = _last_per_step(reference), _last_per_step(workdir)
+  a, b = last_per_step(reference), last_per_step(workdir)
   assert set(a) == set(b)
   for tag in a:
     assert [b[tag][s] for s in range(1, 31)] == [a[tag][s] for s in range(1, 31)], tag
-  for x, y in zip(_params(reference, 30), _params(workdir, 30), strict=True):
+  for x, y in zip(checkpoint_params(reference, 30), checkpoint_params(workdir, 30), strict=True):
     np.testing.assert_array_equal(x, y)
 
   result = _run('electra_jax.evaluate', f'--workdir={workdir}', f'--data={prepared}')

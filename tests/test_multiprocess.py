@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import cpu_env, run_module, start_module, wait_for
-from tests.test_checkpointing import _last_per_step, _params
+from tests.main_runs import checkpoint_params, last_per_step
 
 _ARGS = (
   '--config=configs/tiny.py',
@@ -62,7 +62,7 @@ def test_two_processes_train_like_one_and_resume_in_one(tmp_path, prepared_tiny)
   assert "Mesh {'data': 8, 'fsdp': 1, 'tensor': 1} over 8 devices (cpu), 2 processes" in logs[0]
   assert "Mesh {'data': 8, 'fsdp': 1, 'tensor': 1} over 8 devices (cpu), 1 processes" in logs[2]
 
-  a, b = _last_per_step(two), _last_per_step(one)
+  a, b = last_per_step(two), last_per_step(one)
   assert set(a) == set(b) and sorted(a['train/loss']) == list(range(1, 11))
   for tag in a:
     for step in range(1, 11):
@@ -75,7 +75,7 @@ def test_two_processes_train_like_one_and_resume_in_one(tmp_path, prepared_tiny)
   result = _one_process(resumed, prepared_tiny)
   assert result.returncode == 0, result.stderr[-3000:]
   assert 'Resumed at step 6 ' in result.stderr
-  c = _last_per_step(resumed)
+  c = last_per_step(resumed)
   for tag in a:
     for step in range(7, 11):
       assert c[tag][step] == pytest.approx(a[tag][step], rel=1e-6, abs=1e-7), (tag, step)
@@ -164,11 +164,11 @@ def test_sigterm_to_one_or_both_processes_stops_both_at_one_step(tmp_path, prepa
 
   # The same training as without interruptions. A window cut by a stop at an odd
   # step is logged with the steps after the resume only, so it is left out.
-  a, b = _last_per_step(workdir), _last_per_step(reference)
+  a, b = last_per_step(workdir), last_per_step(reference)
   assert sorted(a['train/loss']) == list(range(2, steps + 1, 2))
   for tag in a:
     for step in range(2, steps + 1, 2):
       if step - 1 not in stops:
         assert a[tag][step] == pytest.approx(b[tag][step], rel=1e-6, abs=1e-7), (tag, step)
-  for x, y in zip(_params(workdir, steps), _params(reference, steps)):
+  for x, y in zip(checkpoint_params(workdir, steps), checkpoint_params(reference, steps)):
     np.testing.assert_allclose(x, y, rtol=1e-5, atol=1e-7)

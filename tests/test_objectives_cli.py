@@ -9,15 +9,15 @@ import numpy as np
 import pytest
 
 from tests.conftest import run_module
-from tests.test_checkpointing import (
-  _args,
-  _last_per_step,
-  _logged_steps,
-  _params,
-  _start,
-  _wait_for_step,
+from tests.main_runs import (
+  checkpoint_params,
+  every_step_args,
+  last_per_step,
+  logged_steps,
+  run_main,
+  start_main,
+  wait_for_step,
 )
-from tests.test_train import run_main
 
 # One layer per network: the compile is what each of the runs below mostly spends.
 _STEPS = (
@@ -46,24 +46,26 @@ _STEPS = (
   ],
 )
 def test_objective_trains_resumes_exactly_and_exports(tmp_path, prepared_tiny, objective, extra):
-  args = _args(prepared_tiny, *_STEPS, f'--config.objective.name={objective}', *extra)
+  args = every_step_args(prepared_tiny, *_STEPS, f'--config.objective.name={objective}', *extra)
   result = run_main(tmp_path / 'a', *args)
   assert result.returncode == 0, result.stderr[-3000:]
 
-  process, log = _start(tmp_path / 'b', *args)
-  _wait_for_step(process, log, 5)  # Step 5 is saved; the kill comes a moment later.
+  process, log = start_main(tmp_path / 'b', *args)
+  wait_for_step(process, log, 5)  # Step 5 is saved; the kill comes a moment later.
   time.sleep(random.uniform(0, 0.5))
   process.send_signal(signal.SIGKILL)
   assert process.wait() == -signal.SIGKILL, 'the run finished before it could be killed'
-  print('killed after step', max(_logged_steps(log)))
+  print('killed after step', max(logged_steps(log)))
   result = run_main(tmp_path / 'b', *args)
   assert result.returncode == 0, result.stderr[-3000:]
 
-  a, b = _last_per_step(tmp_path / 'a'), _last_per_step(tmp_path / 'b')
+  a, b = last_per_step(tmp_path / 'a'), last_per_step(tmp_path / 'b')
   assert set(a) == set(b) and 'train/loss' in a
   for tag in a:
     assert a[tag] == b[tag], tag
-  for x, y in zip(_params(tmp_path / 'a', 10), _params(tmp_path / 'b', 10), strict=True):
+  for x, y in zip(
+    checkpoint_params(tmp_path / 'a', 10), checkpoint_params(tmp_path / 'b', 10), strict=True
+  ):
     np.testing.assert_array_equal(x, y)
 
   exported = run_module(
@@ -88,7 +90,7 @@ def test_objective_trains_resumes_exactly_and_exports(tmp_path, prepared_tiny, o
 
   if objective == 'mlm':
     # Resuming as another objective, or starting from it, is refused, naming both.
-    other = run_main(tmp_path / 'a', *_args(prepared_tiny, '--config.num_train_steps=20'))
+    other = run_main(tmp_path / 'a', *every_step_args(prepared_tiny, '--config.num_train_steps=20'))
     assert other.returncode == 2
     assert (
       'error: objective.name: ' in other.stderr
@@ -97,7 +99,7 @@ def test_objective_trains_resumes_exactly_and_exports(tmp_path, prepared_tiny, o
     ), other.stderr[-2000:]
     other = run_main(
       tmp_path / 'c',
-      *_args(
+      *every_step_args(
         prepared_tiny,
         '--config.num_train_steps=2',
         f'--config.checkpoint.init_from={tmp_path / "a"}',

@@ -7,8 +7,6 @@ import math
 import os
 import re
 import statistics
-import subprocess
-import sys
 import threading
 
 import pytest
@@ -16,32 +14,7 @@ import pytest
 from configs import tiny
 from electra_jax import flops, loop, metric_writer, objectives
 from electra_jax.metric_writer import read_scalars
-from tests.conftest import REPO, cpu_env
-
-
-def run_main(workdir, *overrides, timeout=900, shell_setup='', optimize=True):
-  """The main job on the tiny config; `shell_setup` runs first in a bash wrapper
-  (e.g. `ulimit -f 1024`), so the child's limits need no fork in this process.
-  `optimize=False` drops LLVM's optimisations (conftest.cpu_env), for a run of a
-  few steps that compiles more than it runs."""
-  command = [
-    sys.executable,
-    '-m',
-    'electra_jax.main',
-    '--config=configs/tiny.py',
-    f'--workdir={workdir}',
-    *overrides,
-  ]
-  if shell_setup:
-    command = ['bash', '-c', f'{shell_setup} && exec "$0" "$@"', *command]
-  return subprocess.run(
-    command,
-    cwd=REPO,
-    capture_output=True,
-    text=True,
-    timeout=timeout,
-    env=cpu_env(optimize=optimize),
-  )
+from tests.main_runs import run_main
 
 
 def _check_console(stderr: str, workdir, every: float) -> None:
