@@ -70,14 +70,19 @@ def start_main(workdir, *args: str) -> tuple[subprocess.Popen, str]:
   return process, log
 
 
+def _metric_steps(text: str) -> list[int]:
+  return [int(m) for m in re.findall(r'metric_writer.py:\d+\] \[(\d+)\]', text)]
+
+
 def logged_steps(log: str) -> list[int]:
+  """The steps whose metrics the run's log holds."""
   with open(log) as f:
-    return [int(m) for m in re.findall(r'metric_writer.py:\d+\] \[(\d+)\]', f.read())]
+    return _metric_steps(f.read())
 
 
 def wait_for_step(process: subprocess.Popen, log: str, step: int) -> None:
   """Waits until the run has logged the metrics of `step` or a later one."""
-  wait_for(process, log, lambda _: any(s >= step for s in logged_steps(log)))
+  wait_for(process, log, lambda text: any(s >= step for s in _metric_steps(text)))
 
 
 def last_per_step(workdir) -> dict[str, dict[int, float]]:
