@@ -4,15 +4,18 @@ A checkpoint `checkpoints/STEP` holds three items, none of them pickled:
   state  the train state (parameters of both networks, optimizer state, step)
          as tensorstore arrays, restorable onto any mesh;
   data   the input iterator's position (JSON);
-  meta   the config that produced it, the tokenizer reference and the RNG
-         recipe (JSON). Every random draw is fold_in(key(seed), step), so the
-         seed and the step are the whole RNG state.
+  meta   the config that produced it, the tokenizer reference, the RNG
+         recipe and the machine it ran on (JSON). Every random draw is
+         fold_in(key(seed), step), so the seed and the step are the whole RNG
+         state.
 
 Saves are asynchronous: the loop blocks only while arrays are copied off the
 device. Orbax writes each checkpoint to a temporary directory and renames it
 when complete, so a crash mid-save leaves the previous checkpoints valid. On
 restart the newest checkpoint that restores is used; unreadable ones are moved
-aside with a warning, never silently replaced by a fresh start.
+aside with a warning, never silently replaced by a fresh start. A resume
+repeats the uninterrupted run bit for bit only on the same machine setup
+(`machine()`); on another one it goes on with a warning that says what changed.
 """
 
 from collections.abc import Callable
@@ -133,6 +136,48 @@ class Restored:
   seconds: float
 
 
+def machine() -> dict[str, Any]:
+  """What a run's floating-point results depend on besides its config and step.
+
+  XLA compiles for the device kind and count, a JAX release may compile the
+  same step differently, and on a CPU the cores a process may use set how many
+  threads share each sum: a run pinned to one core and the same run on two
+  differ in the last bits after 40 steps, and the difference grows
+  (docs/checkpoints.md).
+  """
+  devices = jax.devices()
+  setup = {
+    'jax': jax.__version__,
+    'device_kind': devices[0].device_kind,
+    'devices': len(devices),
+    'processes': jax.process_count(),
+  }
+  if devices[0].platform == 'cpu':
+    setup['cpu_threads'] = (
+      len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else os.cpu_count()
+    )
+  return setup
+
+
+def _warn_if_other_machine(path: epath.Path, meta: dict[str, Any]) -> None:
+  saved = meta.get('machine')
+  if saved is None:  # Saved before checkpoints recorded it.
+    return
+  now = machine()
+  changes = [
+    f'{key} {saved.get(key)} -> {now.get(key)}'
+    for key in sorted(saved.keys() | now.keys())
+    if saved.get(key) != now.get(key)
+  ]
+  if changes:
+    logging.warning(
+      '%s was saved on another machine setup (%s): the run goes on, but not bit for bit '
+      'as an uninterrupted run would; resume on the saving setup to repeat it exactly',
+      path,
+      ', '.join(changes),
+    )
+
+
 def _restore_meta(manager: ocp.CheckpointManager, step: int) -> dict[str, Any]:
   return manager.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore())).meta
 
@@ -192,6 +237,7 @@ def restore_latest(
     if agreed == 'stop':
       raise CheckpointError(f'{path}: another process could not read it; its log says why')
     if agreed == 'ok':
+      _warn_if_other_machine(path, restored.meta)
       return restored
     if not matches:
       raise CheckpointError(
@@ -575,7 +621,8 @@ def save(
   data_state: dict[str, Any],
   meta: dict[str, Any],
 ) -> None:
-  """Starts an async save of `state`, the input iterator's position and `meta`.
+  """Starts an async save of `state`, the input iterator's position and `meta`,
+  to which the machine setup is added.
 
   Every process draws one batch per step, so all processes' iterators are at
   the same position and the primary process's JSON stands for them all.
@@ -583,7 +630,7 @@ def save(
   args = ocp.args.Composite(
     state=ocp.args.StandardSave(state),
     data=ocp.args.JsonSave(data_state),
-    meta=ocp.args.JsonSave(meta),
+    meta=ocp.args.JsonSave({**meta, 'machine': machine()}),
   )
   manager.save(step, args=args, force=True)
 

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 
+from etils import epath
 import jax
 import numpy as np
 import pytest
@@ -88,6 +89,7 @@ def test_a_run_stopped_at_a_step_then_rerun_is_one_run(tmp_path, prepared_tiny, 
   rest = run_main(workdir, *args)
   assert rest.returncode == 0, rest.stderr[-3000:]
   assert 'Resumed at step 25 ' in rest.stderr
+  assert 'another machine setup' not in rest.stderr
   a, b = last_per_step(run_a), last_per_step(workdir)
   assert set(a) == set(b)
   for tag in a:
@@ -273,7 +275,7 @@ def test_failed_saves_are_reported_and_keep_the_previous_checkpoint(tmp_path, ru
 def test_restore_onto_a_different_mesh(tmp_path):
   """Saved on 8 devices (data 4 x fsdp 2), restored on 4 (fsdp 4), in two processes."""
 
-  def run(devices: int, *args: str) -> str:
+  def run(devices: int, *args: str) -> subprocess.CompletedProcess:
     result = subprocess.run(
       [sys.executable, '-m', 'tests.mesh_restore', *args],
       cwd=REPO,
@@ -283,12 +285,32 @@ def test_restore_onto_a_different_mesh(tmp_path):
       env=cpu_env(devices),
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    return result.stdout
+    return result
 
   run(8, 'save', str(tmp_path), '4', '2')
-  printed = run(4, 'restore', str(tmp_path), '1', '4')
+  restored = run(4, 'restore', str(tmp_path), '1', '4')
+  printed = restored.stdout
   assert "restored step 7 onto {'data': 1, 'fsdp': 4, 'tensor': 1}" in printed
   assert "'fsdp'" in printed and "{'next_index': 7}" in printed
+  # The arrays are the same, but the run's sums will not be: it says so.
+  assert 'was saved on another machine setup (devices 8 -> 4)' in restored.stderr
+  assert 'not bit for bit' in restored.stderr
+
+
+def test_a_resume_names_what_differs_from_the_machine_that_saved(caplog):
+  here = checkpointing.machine()
+  path = epath.Path('/ckpt/30')
+  with caplog.at_level('WARNING'):
+    checkpointing._warn_if_other_machine(path, {'machine': here})
+    checkpointing._warn_if_other_machine(path, {})  # Saved before checkpoints recorded it.
+    assert not caplog.records
+    other = {**here, 'cpu_threads': 96, 'jax': '0.4.30'}
+    checkpointing._warn_if_other_machine(path, {'machine': other})
+  (record,) = caplog.records
+  assert (
+    f'/ckpt/30 was saved on another machine setup (cpu_threads 96 -> {here["cpu_threads"]}, '
+    f'jax 0.4.30 -> {jax.__version__})' in record.getMessage()
+  )
 
 
 def test_config_changes_are_refused_or_named(tmp_path, run_a, prepared_tiny):
