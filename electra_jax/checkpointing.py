@@ -163,11 +163,8 @@ def _warn_if_other_machine(path: epath.Path, meta: dict[str, Any]) -> None:
   saved = meta.get('machine')
   if saved is None:  # Saved before checkpoints recorded it.
     return
-  now = machine()
   changes = [
-    f'{key} {saved.get(key)} -> {now.get(key)}'
-    for key in sorted(saved.keys() | now.keys())
-    if saved.get(key) != now.get(key)
+    f'{key} {then} -> {now}' for key, (then, now) in _differences(saved, machine()).items()
   ]
   if changes:
     logging.warning(
@@ -593,10 +590,14 @@ def config_differences(
 ) -> dict[str, tuple[Any, Any]]:
   """{key: (saved value, current value)} for every config key that differs."""
   saved = json.loads(config_lib.with_defaults(saved).to_json_best_effort())
-  before, now = _flatten(saved), _flatten(json.loads(config.to_json_best_effort()))
+  return _differences(_flatten(saved), _flatten(json.loads(config.to_json_best_effort())))
+
+
+def _differences(before: dict[str, Any], now: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
+  """{key: (value before, value now)} for every key whose value differs, in key order."""
   return {
     k: (before.get(k), now.get(k))
-    for k in sorted(set(before) | set(now))
+    for k in sorted(before.keys() | now.keys())
     if before.get(k) != now.get(k)
   }
 
