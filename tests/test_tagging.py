@@ -40,9 +40,30 @@ def test_task_files_find_the_files_and_tags():
     'O',
   )
   assert files.task.metrics[0] == 'f1'
-  # Column 2 holds the chunk tags: the same files serve chunking.
+  assert files.read('dev').tags[0][:2] == ['O', 'O']
+
+
+def test_chunking_scores_the_dev_tags_that_train_lacks_as_errors(caplog):
+  # Column 2 holds the chunk tags: the same files serve chunking. valid.txt has
+  # two I-PRT, which train.txt never uses.
   chunks = tagging.task_files('tagging', _conll(), {}, 2)
-  assert 'B-NP' in chunks.task.labels and files.read('dev').tags[0][:2] == ['O', 'O']
+  assert 'B-NP' in chunks.task.labels and 'I-PRT' not in chunks.task.labels
+  dev = chunks.read('dev')
+  assert 'valid.txt: 2 of its 51362 words carry tags the training file lacks (I-PRT: 2)' in (
+    caplog.text
+  )
+  tokenizer = tokenizers.WordPieceTokenizer(str(data_dir() / 'vocab/bert-base-uncased-vocab.txt'))
+  feats = tagging.encode(dev, tokenizer, chunks.task.labels, 64)
+  starts = feats['word_starts'].astype(bool)
+  gold = [tag for tags in dev.tags for tag in tags]
+  assert starts.sum() == len(gold)  # Every word is still tagged once.
+  unknown = np.array([tag == 'I-PRT' for tag in gold])
+  assert (feats['targets'][starts][unknown] == -1).all()
+  assert (feats['targets'][starts][~unknown] >= 0).all()
+  # The gold tags themselves are scored: a perfect guess at the others misses those two.
+  guess = [[tag if tag != 'I-PRT' else 'O' for tag in tags] for tags in dev.tags]
+  scores = tagging.score(dev.tags, guess)
+  assert scores['accuracy'] == (len(gold) - 2) / len(gold) and 0.999 < scores['f1'] < 1
 
 
 def test_entities_and_scores_by_hand():
@@ -116,10 +137,12 @@ def test_bad_files_name_file_and_line(tmp_path):
   ):
     tagging.read_conll(str(bad))
   (tmp_path / 'train.txt').write_text('EU B-ORG\n\nParis B-LOC\n')
-  (tmp_path / 'dev.txt').write_text('Bonn B-GPE\n')
-  files = tagging.task_files('tagging', str(tmp_path), {}, -1)
+  (tmp_path / 'dev.txt').write_text('Bonn NNP B-GPE\n')
+  files = tagging.task_files('tagging', str(tmp_path), {}, 1)
   with pytest.raises(
-    tasks.TaskDataError, match=r"dev.txt: tags \['B-GPE'\] are not among the training file's"
+    tasks.TaskDataError,
+    match=r"dev.txt: none of its tags \['NNP'\] is among the training file's \['B-LOC', "
+    r"'B-ORG'\]; read the same column of both \(--label_column\)",
   ):
     files.read('dev')
   with pytest.raises(

@@ -12,10 +12,12 @@ boundaries are right. Chunks are read with conlleval's rules, extended to
 IOBES as seqeval's port does, so IOB1, IOB2 and IOBES tags all work.
 """
 
+import collections
 import dataclasses
 import os
 from typing import Any
 
+from absl import logging
 from etils import epath
 import flax.linen as nn
 import jax
@@ -183,10 +185,23 @@ def task_files(
     if split == 'test':
       return read_conll(path, label_column, tagged=False)
     sentences = read_conll(path, label_column)
-    unknown = {tag for tags in sentences.tags for tag in tags} - set(labels)
-    if unknown:
+    counts = collections.Counter(tag for tags in sentences.tags for tag in tags)
+    unknown = {tag: n for tag, n in sorted(counts.items()) if tag not in labels}
+    if len(unknown) == len(counts):
       raise TaskDataError(
-        f"{path}: tags {sorted(unknown)} are not among the training file's {list(labels)}"
+        f"{path}: none of its tags {list(unknown)[:10]} is among the training file's "
+        f'{list(labels)[:10]}; read the same column of both (--label_column)'
+      )
+    if unknown:
+      # CoNLL-2003's chunk tags: valid.txt has two I-PRT, train.txt none. conlleval
+      # scores such words as the model's errors, and so does score().
+      logging.warning(
+        '%s: %d of its %d words carry tags the training file lacks (%s); the model cannot '
+        'predict them, so they count as errors',
+        path,
+        sum(unknown.values()),
+        counts.total(),
+        ', '.join(f'{tag}: {n}' for tag, n in unknown.items()),
       )
     return sentences
 
@@ -269,18 +284,19 @@ def encode(
 ) -> dict[str, np.ndarray]:
   """int32 [W, max_seq_length] arrays for W windows of whole words, in sentence
   order: input_ids, attention_mask, token_type_ids, `word_starts` (1 at each
-  word's first piece) and `targets` (the word's tag id there, -1 elsewhere;
-  -1 throughout for a file without tags)."""
+  word's first piece) and `targets` (the word's tag id there, -1 elsewhere, at a
+  tag not in `labels`, which no loss counts, and throughout a file without tags)."""
   vocabulary = sorted({word for sentence in sentences.words for word in sentence})
   # A word that the tokenizer drops (a lone control character) is tagged at [UNK].
   pieces = {
     word: ids or [tokenizer.unk_id] for word, ids in zip(vocabulary, tokenizer.encode(vocabulary))
   }
   budget = max_seq_length - 2  # [CLS] and [SEP].
+  ids = {tag: i for i, tag in enumerate(labels)}
   rows = []
   for s, words in enumerate(sentences.words):
     tag_ids = (
-      [labels.index(tag) for tag in sentences.tags[s]] if sentences.tags else [-1] * len(words)
+      [ids.get(tag, -1) for tag in sentences.tags[s]] if sentences.tags else [-1] * len(words)
     )
     window, window_tags = [], []
     for word, tag in zip(words, tag_ids, strict=True):
