@@ -534,3 +534,26 @@ def test_a_save_is_reported_when_it_is_on_disk_not_when_the_next_starts(tmp_path
     saver.wait()  # Collecting the save does not report it twice.
     assert len(saved()) == 1
   manager.close()
+
+
+def test_saves_leave_the_preemption_sync_point_to_the_loop(tmp_path, monkeypatch):
+  # JAX's sync protocol keeps the step of the newest call from any thread; orbax
+  # asking from its finalize thread with the saved step rewound it, and two
+  # processes then disagreed on the step to stop at.
+  from jax.experimental import multihost_utils
+
+  from configs import tiny
+
+  asked = []
+  monkeypatch.setattr(
+    multihost_utils, 'reached_preemption_sync_point', lambda step: asked.append(step) or False
+  )
+  manager = checkpointing.create_manager(str(tmp_path), tiny.get_config())
+  saver = checkpointing.AsyncSaver(manager, max_failures_in_a_row=1)
+  for step in (3, 6):
+    manager.should_save(step)
+    saver.save(step, {'w': jax.numpy.arange(10.0)}, {'next_index': step}, {'step': step})
+  saver.wait()
+  assert manager.all_steps() == [3, 6]
+  manager.close()
+  assert asked == []
