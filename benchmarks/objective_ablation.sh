@@ -6,6 +6,12 @@
 # time, where the released code draws them at random:
 # FINETUNE_FLAGS=--config.length_grouped_batches=0 for that), and a Table-5-style
 # table is printed beside the paper's GLUE scores.
+# TASKS (default 'sst-2 mrpc') names the fine-tuning tasks, in any order:
+#   sst-2, mrpc     GLUE, the paper's protocol as above (accuracy, F1);
+#   ner, chunking, pos   CoNLL-2003's columns 3, 2 and 1 (entity F1 and chunk F1 as
+#                   conlleval counts them, word accuracy), from the first TAG_SENTENCES
+#                   training sentences (default 4000 of the 14,041; 0 for all), cut to
+#                   64 pieces, 3 seeds in random batches, as benchmarks/tagging_gain.sh.
 #
 #   bash benchmarks/objective_ablation.sh OUT [BUDGET_TFLOP]
 #
@@ -67,12 +73,29 @@ budget=${2:-200}
 data=${ELECTRA_JAX_DATA:-$(dirname "$0")/../../shared/data}
 read -r -a lrs <<< "${LRS:-1e-3 2e-3}"
 read -r -a rows <<< "${ROWS:-electra_t3 mlm electra electra_15 replace_mlm all_tokens_mlm}"
+read -r -a tasks <<< "${TASKS:-sst-2 mrpc}"
+tag_sentences=${TAG_SENTENCES:-4000}
 read -r -a finetune_flags <<< "${FINETUNE_FLAGS:-}"
 lanes=${PARALLEL:-1}
 select_at=${SELECT_AT:-1}
 if ! python -c 'import sys; sys.exit(not 0 < float(sys.argv[1]) <= 1)' "$select_at" 2> /dev/null; then
   echo "error: SELECT_AT=$select_at: give the share of each run's steps, above 0 and at" \
     "most 1, at which the learning rates are compared (1: whole runs)" >&2
+  exit 2
+fi
+for task in "${tasks[@]}"; do
+  case $task in
+    sst-2 | mrpc | ner | chunking | pos) ;;
+    *)
+      echo "error: TASKS names '$task': give some of sst-2 mrpc (GLUE) and ner chunking" \
+        "pos (CoNLL-2003)" >&2
+      exit 2
+      ;;
+  esac
+done
+if ! [[ $tag_sentences =~ ^[0-9]+$ ]]; then
+  echo "error: TAG_SENTENCES=$tag_sentences: give how many CoNLL-2003 training sentences" \
+    "tagging fine-tunes on (0: all 14,041)" >&2
   exit 2
 fi
 if ! [[ $lanes =~ ^[1-9][0-9]*$ ]] || ((lanes > $(nproc))); then
@@ -119,20 +142,33 @@ if not done.get("random_init") and was != now:
            "of its own, or remove that folder to fine-tune again")
 '
 
+task_flags() {  # task_flags TASK: sets $task_flags to the finetune flags of TASK's data
+  # and protocol.
+  case $1 in
+    # Length-grouped batches: an SST-2 seed in 9 minutes of a core instead of 25, with
+    # BERT's and ELECTRA's medians within 0.005 of random batches' (performance.md).
+    sst-2 | mrpc)
+      task_flags=(--task="$1" --data_dir="$data/glue" --config.length_grouped_batches=32
+                  --config.max_seq_length=128) ;;
+    ner | chunking | pos)
+      local -A column=([ner]=3 [chunking]=2 [pos]=1)
+      task_flags=(--task=conll2003 --data_dir="$data/conll2003" --label_column="${column[$1]}"
+                  --config.max_train_examples="$tag_sentences" --config.max_seq_length=64) ;;
+  esac
+}
+
 finetune() {  # finetune TASK INIT STEP OUT [flags...]: fine-tunes INIT's checkpoint of
-  # step STEP, the newest; skipped if OUT/results.json exists.
+  # step STEP, the newest; skipped if OUT/results.json exists. The flags follow TASK's own.
   local task=$1 init=$2 step=$3 run=$4
   shift 4
   if [[ -f $run/results.json ]]; then
     python -c "$check_finished" "$run/results.json" "$init" "$step" || exit 2
     return
   fi
-  # Length-grouped batches: an SST-2 seed in 9 minutes of a core instead of 25, with
-  # BERT's and ELECTRA's medians within 0.005 of random batches' (performance.md).
+  task_flags "$task"
   timed "finetune ${run#"$out"/}" \
-    python -m electra_jax.finetune --task="$task" --glue_dir="$data/glue" --init="$init" \
-    --workdir="$run" --config.num_seeds=3 --config.length_grouped_batches=32 "$@" \
-    "${finetune_flags[@]}" | tail -1
+    python -m electra_jax.finetune "${task_flags[@]}" --init="$init" --workdir="$run" \
+    --config.num_seeds=3 "$@" "${finetune_flags[@]}" | tail -1
 }
 
 few_labels=(--config.max_train_examples=1000 --config.num_train_epochs=10
@@ -143,11 +179,11 @@ median() {  # median RESULTS_JSON METRIC
     "$@"
 }
 
-paper_finetune() {  # paper_finetune NAME INIT STEP [flags...]: SST-2 and MRPC, paper protocol.
+paper_finetune() {  # paper_finetune NAME INIT STEP [flags...]: each of TASKS.
   local name=$1 init=$2 step=$3
   shift 3
-  for task in sst-2 mrpc; do
-    finetune "$task" "$init" "$step" "$out/finetune/$task-$name" --config.max_seq_length=128 "$@"
+  for task in "${tasks[@]}"; do
+    finetune "$task" "$init" "$step" "$out/finetune/$task-$name" "$@"
   done
 }
 

@@ -5,18 +5,26 @@
 Each OUT is one pretraining seed's run of the script, on the same corpus and budget
 (PRETRAIN_FLAGS='--config.seed=N' into an OUT of its own). For each row and task it
 prints each OUT's rate and median, then the median and range of all their seeds
-together; last, the issue's test over all of them: is every seed of the row above
+together; then the issue's test over all of them: is every seed of the row above
 every BERT (mlm) seed? A row missing from some OUTs is pooled over the others: it
 lists fewer rates and medians. At small budgets a second pretraining seed
 can move a row's median by more than the gaps between rows
 (docs/experiments/2026-11-25_objective_ablation.md), which one OUT cannot show.
+
+Last, with two OUTs or more of a row and of BERT, the test across pretraining seeds:
+each OUT's median is one observation, and the exact one-sided Mann-Whitney test asks
+how often a random split of those medians would put the row's as far above (or
+below) BERT's. Fine-tuning seeds of one pretraining run are not independent draws of
+the objective, so this is the test that the pooled medians' gap answers to; it
+cannot go below 1/20 with three pretraining seeds a side, or 1/6 with two.
 """
 
 import pathlib
 import statistics
 import sys
 
-from objective_table import PAPER, TASKS, chosen_rate, print_verdicts, seeds
+from objective_table import PAPER, TASKS, chosen_rate, print_verdicts, seeds, tasks_run
+from scipy import stats
 
 
 def pooled(outs: list[pathlib.Path]) -> dict[tuple[str, str], list[tuple[str, list[float]]]]:
@@ -24,7 +32,7 @@ def pooled(outs: list[pathlib.Path]) -> dict[tuple[str, str], list[tuple[str, li
   found: dict[tuple[str, str], list[tuple[str, list[float]]]] = {}
   for out in outs:
     for row in PAPER:
-      for task, metric in TASKS:
+      for task, (metric, _) in TASKS.items():
         got = seeds(out, row, task, metric)
         if got is not None:
           found.setdefault((row, task), []).append((chosen_rate(out, row), got[0]))
@@ -42,7 +50,7 @@ def print_pooled(outs: list[pathlib.Path]) -> None:
   )
   every = {key: [value for _, values in runs for value in values] for key, runs in found.items()}
   for row in PAPER:
-    for task, _ in TASKS:
+    for task in tasks_run(outs):
       if (row, task) not in found:
         continue
       runs, values = found[row, task], every[row, task]
@@ -54,6 +62,34 @@ def print_pooled(outs: list[pathlib.Path]) -> None:
       )
 
   print_verdicts(every, '\nEvery seed of the row, in every OUT, above every BERT (mlm) seed?')
+  print_seed_tests(found)
+
+
+def seed_test(row: list[float], bert: list[float]) -> tuple[str, float]:
+  """Whether the row's pretraining-seed medians sit above or below BERT's (by their
+  median), and the exact one-sided Mann-Whitney p of that direction."""
+  side = 'above' if statistics.median(row) > statistics.median(bert) else 'below'
+  alternative = 'greater' if side == 'above' else 'less'
+  return side, stats.mannwhitneyu(row, bert, alternative=alternative, method='exact').pvalue
+
+
+def print_seed_tests(found: dict[tuple[str, str], list[tuple[str, list[float]]]]) -> None:
+  lines = []
+  for row in PAPER:
+    for task in TASKS:
+      runs, bert = found.get((row, task), []), found.get(('mlm', task), [])
+      if row == 'mlm' or len(runs) < 2 or len(bert) < 2:
+        continue
+      row_medians = [statistics.median(values) for _, values in runs]
+      bert_medians = [statistics.median(values) for _, values in bert]
+      side, p = seed_test(row_medians, bert_medians)
+      lines.append(
+        f'{row:15} {task:8} {side} BERT, p = {p:.3f} '
+        f'({len(row_medians)} pretraining seeds against {len(bert_medians)})'
+      )
+  if lines:
+    print('\nAcross pretraining seeds (one median per OUT; exact one-sided Mann-Whitney):')
+    print('\n'.join(lines))
 
 
 if __name__ == '__main__':

@@ -63,6 +63,8 @@ def test_the_grid_compares_rates_half_way_and_only_the_chosen_run_goes_on(
 
   refused = _ablation(tmp_path / 'refused', budget, **{**env, 'SELECT_AT': '0'})
   assert refused.returncode == 2 and 'error: SELECT_AT=0: ' in refused.stderr
+  unknown = _ablation(tmp_path / 'refused', budget, **{**env, 'TASKS': 'sst-2 sst2'})
+  assert unknown.returncode == 2 and "error: TASKS names 'sst2': " in unknown.stderr
 
   out = tmp_path / 'abl'
   done = _ablation(out, budget, **env)
@@ -99,6 +101,17 @@ def test_the_grid_compares_rates_half_way_and_only_the_chosen_run_goes_on(
   # The table's grid: the step each selection read, and the step each run trained to.
   assert re.search(rf'^mlm +{chosen} +0\.\d+ +5 +10 ', done.stdout, re.M), done.stdout
   assert re.search(rf'^mlm +{other} +0\.\d+ +5 +5 ', done.stdout, re.M), done.stdout
+
+  # CoNLL-2003 POS from the same checkpoint: pretraining only restores, the finished
+  # selections and GLUE tasks are kept, and the table gains the task's column.
+  tagged = _ablation(out, budget, **{**env, 'TASKS': 'pos'})
+  assert tagged.returncode == 0, tagged.stderr[-3000:]
+  results = json.loads((out / 'finetune' / 'pos-mlm' / 'results.json').read_text())
+  assert (results['task'], results['pretraining_step']) == ('conll2003', 10)
+  assert 0 < results['median']['dev']['accuracy'] <= 1
+  assert results['constant_baseline']['answer'] == 'NNP'  # Column 1: the POS tags.
+  assert re.search(r'^row +lr +steps +SST-2 acc: .* MRPC F1: .* POS acc: ', tagged.stdout, re.M)
+  assert (out / 'times.tsv').read_text().splitlines()[-1].startswith('finetune finetune/pos-mlm\t')
 
   # Rerun comparing whole runs: the half-way selections no longer answer for it.
   whole = _ablation(out, budget, **{**env, 'SELECT_AT': '1'})

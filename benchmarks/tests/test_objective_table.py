@@ -91,7 +91,7 @@ def test_the_table_the_grid_and_the_verdicts(tmp_path):
   assert lines[2][-3:] == ['(0.800)', '0.810', '85.0']  # MRPC median, mean, paper
   assert ['mlm', '1e-3', '1000', '0.800,', '0.790,', '0.805', '(0.800)'] == lines[3][:7]
   assert lines[3][-2:] == ['0.800', '82.2']
-  assert ['constant', 'answer', '0.812', '(always', '1)'] in lines
+  assert ['constant', 'answer', '0.509', '(always', '1)', '0.812', '(always', '1)'] in lines
   # The grid: selection median and the step it read, the step the run trained to, then
   # MLM acc, main MLM acc, disc recall, disc precision of its last window.
   assert ['electra', '1e-3', '0.650', '200', '400', '0.250', '-', '0.350', '0.600'] in lines
@@ -106,6 +106,27 @@ def test_the_table_the_grid_and_the_verdicts(tmp_path):
     'Time (OUT/times.tsv): lane 0 1.50 h, lane 1 0.90 h; 144 job-minutes in all (1 stopped '
     'or failed pieces included).'
   )
+
+
+def test_the_table_shows_the_tagging_tasks_it_finds(tmp_path):
+  """TASKS='ner pos': the table's columns are the tasks OUT holds, in TASKS' order."""
+  for row, ner, pos in (
+    ('electra_t3', [0.36, 0.35, 0.37], [0.71, 0.72, 0.73]),
+    ('mlm', [0.52, 0.53, 0.51], [0.85, 0.84, 0.86]),
+  ):
+    (tmp_path / 'pretrain').mkdir(exist_ok=True)
+    (tmp_path / 'pretrain' / f'{row}.lr').write_text('1e-3\n')
+    _results(tmp_path / f'finetune/pos-{row}', 'accuracy', pos, 0.167)
+    _results(tmp_path / f'finetune/ner-{row}', 'f1', ner, 0.0)
+
+  lines = _run('objective_table.py', str(tmp_path), '200', '1e-3')
+  assert ' '.join(lines[1]).startswith(
+    'row lr steps NER F1: seeds (median) POS acc: seeds (median) mean'
+  )
+  assert ['electra_t3', '1e-3', '-', '0.360,', '0.350,', '0.370', '(0.360)'] == lines[2][:7]
+  assert lines[2][-4:] == ['0.730', '(0.720)', '0.540', '-']  # POS median, mean, paper
+  assert ['constant', 'answer', '0.000', '(always', '1)', '0.167', '(always', '1)'] in lines
+  assert ['electra_t3', 'ner:', 'no', 'pos:', 'no'] in lines
 
 
 def test_a_curve_spreads_its_points_and_keeps_the_last():
@@ -153,8 +174,68 @@ def test_seeds_pool_over_pretraining_seeds(tmp_path):
   assert ['mlm', 'sst-2', '1e-3,', '1e-3', '0.805,', '0.780', '6', '0.795', '0.770-0.810'] in lines
   assert ['electra', 'sst-2:', 'no', 'mrpc:', 'yes'] in lines
   assert ['electra_15', 'sst-2:', 'no'] in lines
+  # Across pretraining seeds: ELECTRA's OUT medians 0.830 and 0.800 against BERT's 0.805
+  # and 0.780 rank 3 of the 4 pairs above; of the 6 splits of four medians into two
+  # pairs, 2 do as well. MRPC and ELECTRA 15% have one OUT each, too few to test.
+  seed_tests = lines[
+    lines.index(
+      [
+        'Across',
+        'pretraining',
+        'seeds',
+        '(one',
+        'median',
+        'per',
+        'OUT;',
+        'exact',
+        'one-sided',
+        'Mann-Whitney):',
+      ]
+    )
+    + 1 :
+  ]
+  assert seed_tests == [
+    [
+      'electra',
+      'sst-2',
+      'above',
+      'BERT,',
+      'p',
+      '=',
+      '0.333',
+      '(2',
+      'pretraining',
+      'seeds',
+      'against',
+      '2)',
+    ]
+  ]
 
   usage = subprocess.run(
     [sys.executable, 'benchmarks/objective_seeds.py'], cwd=REPO, capture_output=True, text=True
   )
   assert usage.returncode == 2 and usage.stderr.startswith('usage:')
+
+
+def test_seeds_test_each_pretraining_seed_as_one_observation(tmp_path):
+  """Three pretraining seeds a side on NER, every ELECTRA OUT's median below every
+  BERT one's: the exact test's floor, 1/20; one crossing pair lifts it to 2/20."""
+  outs = [tmp_path / f'seed{k}' for k in range(3)]
+  for k, out in enumerate(outs):
+    (out / 'pretrain').mkdir(parents=True)
+    for row in ('electra_t3', 'mlm'):
+      (out / 'pretrain' / f'{row}.lr').write_text('1e-3\n')
+    _results(out / 'finetune/ner-electra_t3', 'f1', [0.36 + k / 100] * 3, 0.0)
+    _results(out / 'finetune/ner-mlm', 'f1', [0.50 + k / 100] * 3, 0.0)
+    # POS: seed 2's ELECTRA (0.755) is above seed 0's BERT (0.75).
+    _results(out / 'finetune/pos-electra_t3', 'accuracy', [(0.73, 0.74, 0.755)[k]] * 3, 0.17)
+    _results(out / 'finetune/pos-mlm', 'accuracy', [0.75 + k / 100] * 3, 0.17)
+
+  lines = _run('objective_seeds.py', *map(str, outs))
+  assert ['electra_t3', 'ner', '1e-3,', '1e-3,', '1e-3'] == lines[2][:5]
+  assert ['electra_t3', 'ner:', 'no', 'pos:', 'no'] in lines
+  tests = [' '.join(line) for line in lines if 'BERT,' in line]
+  assert tests == [
+    'electra_t3 ner below BERT, p = 0.050 (3 pretraining seeds against 3)',
+    'electra_t3 pos below BERT, p = 0.100 (3 pretraining seeds against 3)',
+  ]
