@@ -83,16 +83,27 @@ if ! python -c 'import sys; sys.exit(not 0 < float(sys.argv[1]) <= 1)' "$select_
     "most 1, at which the learning rates are compared (1: whole runs)" >&2
   exit 2
 fi
-for task in "${tasks[@]}"; do
-  case $task in
-    sst-2 | mrpc | ner | chunking | pos) ;;
+
+task_flags() {  # task_flags TASK: sets $task_flags to the finetune flags of TASK's data
+  # and protocol; exits if TASK is none of TASKS' names.
+  case $1 in
+    # Length-grouped batches: an SST-2 seed in 9 minutes of a core instead of 25, with
+    # BERT's and ELECTRA's medians within 0.005 of random batches' (performance.md).
+    sst-2 | mrpc)
+      task_flags=(--task="$1" --data_dir="$data/glue" --config.length_grouped_batches=32
+                  --config.max_seq_length=128) ;;
+    ner | chunking | pos)
+      local -A column=([ner]=3 [chunking]=2 [pos]=1)
+      task_flags=(--task=conll2003 --data_dir="$data/conll2003" --label_column="${column[$1]}"
+                  --config.max_train_examples="$tag_sentences" --config.max_seq_length=64) ;;
     *)
-      echo "error: TASKS names '$task': give some of sst-2 mrpc (GLUE) and ner chunking" \
-        "pos (CoNLL-2003)" >&2
-      exit 2
-      ;;
+      echo "error: TASKS names '$1': give some of sst-2 mrpc (GLUE) and ner chunking pos" \
+        "(CoNLL-2003)" >&2
+      exit 2 ;;
   esac
-done
+}
+for task in "${tasks[@]}"; do task_flags "$task"; done  # A misspelt task fails here, first.
+
 if ! [[ $tag_sentences =~ ^[0-9]+$ ]]; then
   echo "error: TAG_SENTENCES=$tag_sentences: give how many CoNLL-2003 training sentences" \
     "tagging fine-tunes on (0: all 14,041)" >&2
@@ -141,21 +152,6 @@ if not done.get("random_init") and was != now:
            f"{now[0]} at step {now[1]} (SELECT_AT or LRS changed?): give this table an OUT "
            "of its own, or remove that folder to fine-tune again")
 '
-
-task_flags() {  # task_flags TASK: sets $task_flags to the finetune flags of TASK's data
-  # and protocol.
-  case $1 in
-    # Length-grouped batches: an SST-2 seed in 9 minutes of a core instead of 25, with
-    # BERT's and ELECTRA's medians within 0.005 of random batches' (performance.md).
-    sst-2 | mrpc)
-      task_flags=(--task="$1" --data_dir="$data/glue" --config.length_grouped_batches=32
-                  --config.max_seq_length=128) ;;
-    ner | chunking | pos)
-      local -A column=([ner]=3 [chunking]=2 [pos]=1)
-      task_flags=(--task=conll2003 --data_dir="$data/conll2003" --label_column="${column[$1]}"
-                  --config.max_train_examples="$tag_sentences" --config.max_seq_length=64) ;;
-  esac
-}
 
 finetune() {  # finetune TASK INIT STEP OUT [flags...]: fine-tunes INIT's checkpoint of
   # step STEP, the newest; skipped if OUT/results.json exists. The flags follow TASK's own.
