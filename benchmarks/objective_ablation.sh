@@ -32,8 +32,9 @@
 # Fairness: every row trains at each learning rate of the grid LRS (default
 # '1e-3 2e-3'; warmup 10% of the steps, then linear decay), and keeps the one whose
 # checkpoint fine-tunes best on 1,000 SST-2 examples (10 epochs, lr 1e-3, 3 seeds,
-# median dev accuracy); the table reports the whole grid, with each run's last
-# pretraining window (benchmarks/objective_table.py). 5e-4, the paper's Small rate,
+# median dev accuracy; with one rate, as LRS=1e-3, there is no selection to run); the
+# table reports the whole grid, with each run's last pretraining window
+# (benchmarks/objective_table.py). 5e-4, the paper's Small rate,
 # lost that selection for ELECTRA (temperature 3) and BERT at 200 TFLOP, so it is
 # not in the default grid (docs/experiments/2026-11-25_objective_ablation.md).
 # With two rates or more, they are compared at SELECT_AT (default 1: whole runs) of
@@ -193,14 +194,12 @@ pretrain() {  # pretrain ROW LR STEPS [main's flags...]: resumes from its newest
     --config.num_train_steps="$steps" --config.warmup_steps=$((steps / 10)) "$@"
 }
 
-run_row() {  # run_row ROW: its learning-rate grid, then the paper protocol at the best rate.
-  local row=$1 steps compare_at best_lr='' best=-1 lr score
-  steps=$(steps_for "$(objective "$row")")
-  compare_at=$steps
-  if ((${#lrs[@]} > 1)); then
-    compare_at=$(python -c 'import sys; print(round(int(sys.argv[1]) * float(sys.argv[2])))' \
-      "$steps" "$select_at")
-  fi
+choose_lr() {  # choose_lr ROW STEPS: pretrains ROW at each rate of LRS to SELECT_AT of
+  # its STEPS, fine-tunes each checkpoint on 1,000 SST-2 examples, sets $best_lr to the
+  # rate whose median is highest, and trains that run to the end.
+  local row=$1 steps=$2 compare_at best=-1 lr score
+  compare_at=$(python -c 'import sys; print(round(int(sys.argv[1]) * float(sys.argv[2])))' \
+    "$steps" "$select_at")
   for lr in "${lrs[@]}"; do
     # A run past compare_at (the chosen one, on a rerun) only restores.
     pretrain "$row" "$lr" "$steps" --stop_at_step="$compare_at"
@@ -215,6 +214,18 @@ run_row() {  # run_row ROW: its learning-rate grid, then the paper protocol at t
   echo "$row: learning rate $best_lr (1,000-example SST-2 median $best at step $compare_at" \
     "of $steps)"
   ((compare_at == steps)) || pretrain "$row" "$best_lr" "$steps"
+}
+
+run_row() {  # run_row ROW: its learning-rate grid, then the paper protocol at the best rate.
+  local row=$1 steps best_lr
+  steps=$(steps_for "$(objective "$row")")
+  if ((${#lrs[@]} == 1)); then  # Nothing to choose between: no selection fine-tune.
+    best_lr=${lrs[0]}
+    pretrain "$row" "$best_lr" "$steps"
+    echo "$row: learning rate $best_lr (the only rate in LRS)"
+  else
+    choose_lr "$row" "$steps"
+  fi
   paper_finetune "$row" "$out/pretrain/$row-lr$best_lr" "$steps"
   echo "$best_lr" > "$out/pretrain/$row.lr"
   if [[ ${RANDOM_INIT:-1} != 0 && ($row == "${rows[1]:-}" || ${#rows[@]} == 1) ]]; then
@@ -227,7 +238,9 @@ if ((lanes == 1)); then
   for row in "${rows[@]}"; do run_row "$row"; done
 else
   mkdir -p "$out/logs"
-  backend=$(python -c 'import jax; print(jax.default_backend())')
+  # As every command does, so that libtpu (the test extra) does not look for a TPU here.
+  backend=$(python -c 'from electra_jax import cli; cli.use_cpu_without_accelerator()
+import jax; print(jax.default_backend())')
   [[ $backend == cpu ]] || export XLA_PYTHON_CLIENT_PREALLOCATE=false
   pids=()
   for ((lane = 0; lane < lanes; lane++)); do

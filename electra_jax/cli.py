@@ -129,6 +129,13 @@ def _no_tpu_here() -> bool:
   return not any(glob.glob(pattern) for pattern in accelerators)
 
 
+def use_cpu_without_accelerator() -> None:
+  """Keeps JAX to the CPU where no accelerator is present, unless JAX_PLATFORMS says
+  which platforms to use; every command calls it before JAX starts."""
+  if 'JAX_PLATFORMS' not in os.environ and _no_tpu_here():
+    jax.config.update('jax_platforms', 'cpu')
+
+
 class _HideLibraryInfo(std_logging.Filter):
   """orbax logs dozens of INFO lines per checkpoint, and gcsfs one per file it
   opens, burying the training log; they show again with --verbosity=1, and
@@ -153,8 +160,7 @@ def run(main: Callable[[list[str]], None], *, takes_arguments: bool = False) -> 
   def guarded(argv: list[str]) -> None:
     if not takes_arguments and len(argv) > 1:
       fail(f'unexpected arguments {" ".join(argv[1:])}; flags take the form --name=value')
-    if 'JAX_PLATFORMS' not in os.environ and _no_tpu_here():
-      jax.config.update('jax_platforms', 'cpu')
+    use_cpu_without_accelerator()
     logging.get_absl_handler().addFilter(_HideLibraryInfo())
     try:
       main(argv)

@@ -6,6 +6,7 @@ import json
 import os
 import pathlib
 import re
+import shutil
 import subprocess
 import sys
 
@@ -112,6 +113,24 @@ def test_the_grid_compares_rates_half_way_and_only_the_chosen_run_goes_on(
   assert results['constant_baseline']['answer'] == 'NNP'  # Column 1: the POS tags.
   assert re.search(r'^row +lr +steps +SST-2 acc: .* MRPC F1: .* POS acc: ', tagged.stdout, re.M)
   assert (out / 'times.tsv').read_text().splitlines()[-1].startswith('finetune finetune/pos-mlm\t')
+
+  # One rate, in lanes: nothing to choose between, so no selection fine-tune runs. The
+  # chosen run, copied into another OUT, only restores, on core 0 (lane 1 has no row).
+  single = tmp_path / 'single'
+  shutil.copytree(out / 'pretrain' / f'mlm-lr{chosen}', single / 'pretrain' / f'mlm-lr{chosen}')
+  lanes = _ablation(single, budget, **{**env, 'LRS': chosen, 'TASKS': 'pos', 'PARALLEL': '2'})
+  assert lanes.returncode == 0, lanes.stderr[-3000:]
+  assert f'lane 0 (core 0): mlm; its output goes to {single}/logs/lane0.log' in lanes.stdout
+  assert 'lane 1' not in lanes.stdout
+  log = (single / 'logs' / 'lane0.log').read_text()
+  assert f'mlm: learning rate {chosen} (the only rate in LRS)' in log
+  assert 'Resumed at step 10 ' in log
+  assert not (single / 'select').exists()
+  jobs = [line.split('\t') for line in (single / 'times.tsv').read_text().splitlines()]
+  assert [(job, lane, status) for job, _, lane, status in jobs] == [
+    (f'pretrain pretrain/mlm-lr{chosen}', '0', '0'),
+    ('finetune finetune/pos-mlm', '0', '0'),
+  ]
 
   # Rerun comparing whole runs: the half-way selections no longer answer for it.
   whole = _ablation(out, budget, **{**env, 'SELECT_AT': '1'})
