@@ -143,6 +143,8 @@ def print_verdicts(found: dict[tuple[str, str], list[float]], heading: str) -> N
 
 def print_table(out: pathlib.Path, budget: str, lrs: list[str]) -> None:
   tasks = tasks_run([out])
+  # The paper's GLUE score beside the rows only where the table has a GLUE task.
+  glue = bool({'sst-2', 'mrpc'} & set(tasks))
   print(
     f'Each row: {budget} TFLOP of pretraining; fine-tuning 3 seeds (GLUE under the '
     "paper's protocol), dev medians."
@@ -150,7 +152,8 @@ def print_table(out: pathlib.Path, budget: str, lrs: list[str]) -> None:
   print(
     f'{"row":15} {"lr":6} {"steps":>6} '
     + ' '.join(f'{TASKS[task][1] + ": seeds (median)":34}' for task in tasks)
-    + f' {"mean":>6} {"paper GLUE":>10}'
+    + f' {"mean":>6}'
+    + (f' {"paper GLUE":>10}' if glue else '')
   )
   found, constant = {}, {}
   for row in PAPER:
@@ -175,7 +178,8 @@ def print_table(out: pathlib.Path, budget: str, lrs: list[str]) -> None:
     print(
       f'{row:15} {lr:6} {steps:>6} '
       + ' '.join(f'{cell:34}' for cell in cells)
-      + f' {mean:>6} {PAPER[row] if PAPER[row] else "-":>10}'
+      + f' {mean:>6}'
+      + (f' {PAPER[row] if PAPER[row] else "-":>10}' if glue else '')
     )
   if constant:
     print(
