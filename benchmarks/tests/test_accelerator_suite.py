@@ -148,9 +148,11 @@ def test_the_objectives_stage_runs_the_ablation_from_its_kit(tmp_path):
     line = rf'^{row} +1e-3 +{steps} 0\.\d+, 0\.\d+, 0\.\d+ \(0\.\d+\)'
     assert re.search(line, report, re.M), report
   assert (out / 'objectives' / 'run' / 'logs' / 'lane1.log').exists()
-  # Each lane's jobs were timed: pretraining, selection and the paper protocol's two tasks.
+  # Each lane's jobs were timed: pretraining and the paper protocol's two tasks. The stage's
+  # one learning rate leaves nothing to choose, so no selection fine-tune runs.
   times = (out / 'objectives' / 'run' / 'times.tsv').read_text().splitlines()
-  assert sorted(line.split('\t')[2] for line in times) == ['0'] * 4 + ['1'] * 4, times
+  assert sorted(line.split('\t')[2] for line in times) == ['0'] * 3 + ['1'] * 3, times
+  assert not (out / 'objectives' / 'run' / 'select').exists()
   assert re.search(r'^Time \(OUT/times.tsv\): lane 0 [\d.]+ h, lane 1 [\d.]+ h;', report, re.M)
   # Run again, as after an interruption: the probe starts afresh, the finished runs are
   # kept (the pretraining restores, the fine-tunes are skipped), the table is the same.
@@ -158,7 +160,7 @@ def test_the_objectives_stage_runs_the_ablation_from_its_kit(tmp_path):
   written = [p.stat().st_mtime_ns for p in results]
   again = _dry_run('objectives', kit, out, PRETRAIN_FLAGS=two_layers)
   assert again.returncode == 0, again.stderr[-3000:]
-  assert len(results) == 6 and [p.stat().st_mtime_ns for p in results] == written
+  assert len(results) == 4 and [p.stat().st_mtime_ns for p in results] == written
   # Each lane's log holds both pieces: two runs of the row's pretraining (lane 1: BERT).
   log = (out / 'objectives' / 'run' / 'logs' / 'lane1.log').read_text()
   assert log.count('Config: objective mlm;') == 2, log[-3000:]
