@@ -61,10 +61,11 @@
 # random-initialisation row, which depends on neither the objective nor the budget,
 # when another budget has it.
 # PARALLEL=2 runs the rows in two lanes, lane K taking rows K, K+2, ... in turn,
-# its output in OUT/logs/laneK.log. On CPU lane K is pinned to core K (taskset):
-# on 2 cores two pinned processes do 1.2-1.3x the work of one process on both
-# (docs/performance.md measured 1.27x for fine-tuning). On a GPU the lanes share
-# it unpinned, each process allocating only what it uses
+# its output in OUT/logs/laneK.log; random initialisation's TASKS are dealt out to the
+# lanes the same way, each lane running its share after its first row. On CPU lane K
+# is pinned to core K (taskset): on 2 cores two pinned processes do 1.2-1.3x the work
+# of one process on both (docs/performance.md measured 1.27x for fine-tuning). On a GPU
+# the lanes share it unpinned, each process allocating only what it uses
 # (XLA_PYTHON_CLIENT_PREALLOCATE=false): this model is far too small to fill one.
 set -euo pipefail
 
@@ -216,8 +217,9 @@ choose_lr() {  # choose_lr ROW STEPS: pretrains ROW at each rate of LRS to SELEC
   ((compare_at == steps)) || pretrain "$row" "$best_lr" "$steps"
 }
 
-run_row() {  # run_row ROW: its learning-rate grid, then the paper protocol at the best rate.
-  local row=$1 steps best_lr
+run_row() {  # run_row I: row I of ROWS: its learning-rate grid, then the paper protocol at
+  # the best rate, then its lane's share of the random-initialisation fine-tunes.
+  local i=$1 row=${rows[$1]} steps best_lr
   steps=$(steps_for "$(objective "$row")")
   if ((${#lrs[@]} == 1)); then  # Nothing to choose between: no selection fine-tune.
     best_lr=${lrs[0]}
@@ -228,14 +230,23 @@ run_row() {  # run_row ROW: its learning-rate grid, then the paper protocol at t
   fi
   paper_finetune "$row" "$out/pretrain/$row-lr$best_lr" "$steps"
   echo "$best_lr" > "$out/pretrain/$row.lr"
-  if [[ ${RANDOM_INIT:-1} != 0 && ($row == "${rows[1]:-}" || ${#rows[@]} == 1) ]]; then
-    # Random initialisation of the same architecture (any checkpoint names it).
-    paper_finetune random "$out/pretrain/$row-lr$best_lr" "$steps" --config.random_init=True
+  # Random initialisation of the same architecture (any checkpoint names it) runs once,
+  # its tasks dealt out to the lanes that have rows, each taking its share after its
+  # first row; with one lane, after the second row, so that ELECTRA, BERT and random
+  # come first.
+  local n=${#rows[@]} busy after j
+  busy=$((lanes < n ? lanes : n))
+  after=$((lanes > 1 ? busy : (n > 1 ? 2 : 1)))  # Rows before the random fine-tunes.
+  if [[ ${RANDOM_INIT:-1} != 0 ]] && ((i < after && i + lanes >= after)); then
+    for ((j = i % lanes; j < ${#tasks[@]}; j += busy)); do
+      finetune "${tasks[j]}" "$out/pretrain/$row-lr$best_lr" "$steps" \
+        "$out/finetune/${tasks[j]}-random" --config.random_init=True
+    done
   fi
 }
 
 if ((lanes == 1)); then
-  for row in "${rows[@]}"; do run_row "$row"; done
+  for i in "${!rows[@]}"; do run_row "$i"; done
 else
   mkdir -p "$out/logs"
   # As every command does, so that libtpu (the test extra) does not look for a TPU here.
@@ -244,16 +255,16 @@ import jax; print(jax.default_backend())')
   [[ $backend == cpu ]] || export XLA_PYTHON_CLIENT_PREALLOCATE=false
   pids=()
   for ((lane = 0; lane < lanes; lane++)); do
-    mine=()
-    for ((i = lane; i < ${#rows[@]}; i += lanes)); do mine+=("${rows[i]}"); done
+    mine=() names=()
+    for ((i = lane; i < ${#rows[@]}; i += lanes)); do mine+=("$i") names+=("${rows[i]}"); done
     ((${#mine[@]})) || continue
     where="sharing the $backend"
     [[ $backend != cpu ]] || where="core $lane"
-    echo "lane $lane ($where): ${mine[*]}; its output goes to $out/logs/lane$lane.log"
+    echo "lane $lane ($where): ${names[*]}; its output goes to $out/logs/lane$lane.log"
     (
       # Its processes inherit the core.
       [[ $backend != cpu ]] || taskset -p -c "$lane" "$BASHPID" > /dev/null
-      for row in "${mine[@]}"; do run_row "$row"; done
+      for i in "${mine[@]}"; do run_row "$i"; done
     ) >> "$out/logs/lane$lane.log" 2>&1 &  # Appended: a rerun keeps the earlier pieces' logs.
     pids+=($!)
   done

@@ -115,22 +115,43 @@ def test_the_grid_compares_rates_half_way_and_only_the_chosen_run_goes_on(
   assert (out / 'times.tsv').read_text().splitlines()[-1].startswith('finetune finetune/pos-mlm\t')
 
   # One rate, in lanes: nothing to choose between, so no selection fine-tune runs. The
-  # chosen run, copied into another OUT, only restores, on core 0 (lane 1 has no row).
+  # chosen run, copied into another OUT, only restores, on core 0; ELECTRA pretrains on
+  # core 1. Random initialisation's two tasks are dealt out, one to each lane, after its row.
   single = tmp_path / 'single'
   shutil.copytree(out / 'pretrain' / f'mlm-lr{chosen}', single / 'pretrain' / f'mlm-lr{chosen}')
-  lanes = _ablation(single, budget, **{**env, 'LRS': chosen, 'TASKS': 'pos', 'PARALLEL': '2'})
+  two_rows = {'ROWS': 'mlm electra', 'LRS': chosen, 'TASKS': 'pos ner', 'RANDOM_INIT': '1'}
+  lanes = _ablation(single, budget, **{**env, **two_rows, 'PARALLEL': '2'})
   assert lanes.returncode == 0, lanes.stderr[-3000:]
-  assert f'lane 0 (core 0): mlm; its output goes to {single}/logs/lane0.log' in lanes.stdout
-  assert 'lane 1' not in lanes.stdout
-  log = (single / 'logs' / 'lane0.log').read_text()
-  assert f'mlm: learning rate {chosen} (the only rate in LRS)' in log
-  assert 'Resumed at step 10 ' in log
+  for lane, row in enumerate(('mlm', 'electra')):
+    line = f'lane {lane} (core {lane}): {row}; its output goes to {single}/logs/lane{lane}.log'
+    assert line in lanes.stdout
+    log = (single / 'logs' / f'lane{lane}.log').read_text()
+    assert f'{row}: learning rate {chosen} (the only rate in LRS)' in log, log[-3000:]
+  assert 'Resumed at step 10 ' in (single / 'logs' / 'lane0.log').read_text()
   assert not (single / 'select').exists()
   jobs = [line.split('\t') for line in (single / 'times.tsv').read_text().splitlines()]
-  assert [(job, lane, status) for job, _, lane, status in jobs] == [
-    (f'pretrain pretrain/mlm-lr{chosen}', '0', '0'),
-    ('finetune finetune/pos-mlm', '0', '0'),
-  ]
+  done_in = {}
+  for job, _, lane, status in jobs:
+    assert status == '0', jobs
+    done_in.setdefault(lane, []).append(job)
+  assert done_in == {
+    '0': [
+      f'pretrain pretrain/mlm-lr{chosen}',
+      *(f'finetune finetune/{t}-mlm' for t in ('pos', 'ner')),
+      'finetune finetune/pos-random',
+    ],
+    '1': [
+      f'pretrain pretrain/electra-lr{chosen}',
+      *(f'finetune finetune/{t}-electra' for t in ('pos', 'ner')),
+      'finetune finetune/ner-random',
+    ],
+  }, jobs
+  for task in ('pos', 'ner'):
+    assert json.loads((single / 'finetune' / f'{task}-random' / 'results.json').read_text())[
+      'random_init'
+    ]
+  cell = r'(0\.\d+, ){2}0\.\d+ \(0\.\d+\) +'  # Three seeds (median), for each task.
+  assert re.search(rf'^random +- +- +{cell}{cell}0\.\d+$', lanes.stdout, re.M), lanes.stdout
 
   # Rerun comparing whole runs: the half-way selections no longer answer for it.
   whole = _ablation(out, budget, **{**env, 'SELECT_AT': '1'})
