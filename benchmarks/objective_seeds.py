@@ -46,7 +46,7 @@ def print_pooled(outs: list[pathlib.Path]) -> None:
     'of each OUT that has the row, then all their fine-tuning seeds together.'
   )
   print(
-    f'{"row":15} {"task":6} {"rates":16} {"medians":22} {"seeds":>5} {"median":>7} {"range":>12}'
+    f'{"row":15} {"task":8} {"rates":16} {"medians":22} {"seeds":>5} {"median":>7} {"range":>12}'
   )
   every = {key: [value for _, values in runs for value in values] for key, runs in found.items()}
   for row in PAPER:
@@ -55,7 +55,7 @@ def print_pooled(outs: list[pathlib.Path]) -> None:
         continue
       runs, values = found[row, task], every[row, task]
       print(
-        f'{row:15} {task:6} {", ".join(lr for lr, _ in runs):16} '
+        f'{row:15} {task:8} {", ".join(lr for lr, _ in runs):16} '
         f'{", ".join(f"{statistics.median(run):.3f}" for _, run in runs):22} '
         f'{len(values):>5} {statistics.median(values):>7.3f} '
         f'{f"{min(values):.3f}-{max(values):.3f}":>12}'
