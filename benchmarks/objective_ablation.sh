@@ -177,10 +177,12 @@ median() {  # median RESULTS_JSON METRIC
     "$@"
 }
 
-paper_finetune() {  # paper_finetune NAME INIT STEP [flags...]: each of TASKS.
-  local name=$1 init=$2 step=$3
-  shift 3
-  for task in "${tasks[@]}"; do
+paper_finetune() {  # paper_finetune NAME INIT STEP 'TASK...' [flags...]: each task named
+  # (some of TASKS, space-separated), into OUT/finetune/TASK-NAME.
+  local name=$1 init=$2 step=$3 named
+  read -r -a named <<< "$4"
+  shift 4
+  for task in "${named[@]}"; do
     finetune "$task" "$init" "$step" "$out/finetune/$task-$name" "$@"
   done
 }
@@ -228,20 +230,18 @@ run_row() {  # run_row I: row I of ROWS: its learning-rate grid, then the paper 
   else
     choose_lr "$row" "$steps"
   fi
-  paper_finetune "$row" "$out/pretrain/$row-lr$best_lr" "$steps"
+  paper_finetune "$row" "$out/pretrain/$row-lr$best_lr" "$steps" "${tasks[*]}"
   echo "$best_lr" > "$out/pretrain/$row.lr"
   # Random initialisation of the same architecture (any checkpoint names it) runs once,
   # its tasks dealt out to the lanes that have rows, each taking its share after its
   # first row; with one lane, after the second row, so that ELECTRA, BERT and random
   # come first.
-  local n=${#rows[@]} busy after j
+  local n=${#rows[@]} busy share=() j
   busy=$((lanes < n ? lanes : n))
-  after=$((lanes > 1 ? busy : (n > 1 ? 2 : 1)))  # Rows before the random fine-tunes.
-  if [[ ${RANDOM_INIT:-1} != 0 ]] && ((i < after && i + lanes >= after)); then
-    for ((j = i % lanes; j < ${#tasks[@]}; j += busy)); do
-      finetune "${tasks[j]}" "$out/pretrain/$row-lr$best_lr" "$steps" \
-        "$out/finetune/${tasks[j]}-random" --config.random_init=True
-    done
+  if [[ ${RANDOM_INIT:-1} != 0 ]] && ((lanes > 1 ? i < lanes : i == (n > 1))); then
+    for ((j = i % lanes; j < ${#tasks[@]}; j += busy)); do share+=("${tasks[j]}"); done
+    paper_finetune random "$out/pretrain/$row-lr$best_lr" "$steps" "${share[*]}" \
+      --config.random_init=True
   fi
 }
 
