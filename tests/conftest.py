@@ -18,6 +18,11 @@ import pytest
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
+# The tests run on the CPU. Without this, libtpu (the test extra installs it for the
+# AOT compiles, which run in subprocesses) tries to start a TPU in every test process
+# and prints a page of warnings at the end of the run.
+jax.config.update('jax_platforms', 'cpu')
+
 
 # The tests in this process are bound by compiling on a CPU, and LLVM's
 # optimisations take a fifth to a half of each compile for steps that then run
