@@ -276,7 +276,7 @@ def _as_from_a_shell() -> None:
 
 # preexec_fn makes subprocess fork without exec'ing at once, which JAX warns about;
 # the child only resets two signal settings and then execs.
-@pytest.mark.filterwarnings('ignore:os.fork.. was called:RuntimeWarning')
+@pytest.mark.filterwarnings(r'ignore:os\.fork\(\) was called:RuntimeWarning')
 def test_ctrl_c_stops_sentencepiece_training_at_once(tmp_path):
   """sentencepiece's C++ trainer runs in a child process, so SIGINT stops it at once.
   32,000 pieces on 200,000 sentences of the slice train for a minute or more."""
