@@ -30,11 +30,13 @@ flags.mark_flags_as_required(['workdir'])
 def run(workdir: str, data_dir: str | None, num_batches: int | None) -> dict[str, float]:
   source = pretrained.load(workdir)
   config = source.config
+  key = '--data' if data_dir else 'config.eval.prepared_dir'
   data_dir = data_dir or config.eval.prepared_dir
   if not data_dir:
+    command = pretrain_eval.held_out_command(source.tokenizer, config.max_seq_length)
     raise config_lib.ConfigError(
-      '--data: the run has no config.eval.prepared_dir; name a '
-      "held-out directory prepared with the run's tokenizer"
+      '--data: the run has no config.eval.prepared_dir; prepare held-out text with the '
+      f"run's tokenizer, then pass --data=HELD_OUT_DIR: {command}"
     )
   mesh = sharding.make_mesh(config.mesh)
   model = train.build_model(config)
@@ -46,8 +48,9 @@ def run(workdir: str, data_dir: str | None, num_batches: int | None) -> dict[str
       model,
       shardings,
       sharding.batch_sharding(mesh, config.mesh.logical_axis_rules),
-      tokenizer_sha256=source.tokenizer.spec()['sha256'],
+      tokenizer=source.tokenizer,
       num_batches=num_batches,
+      key=key,
     )
     results = held_out.run(jax.device_put(source.params, shardings))
   writer = metric_writer.MetricWriter(workdir)

@@ -8,6 +8,7 @@ every non-padding held-out token.
 """
 
 from collections.abc import Callable, Iterator
+import shlex
 from typing import Any
 
 import flax.linen as nn
@@ -18,7 +19,7 @@ import ml_collections
 import numpy as np
 
 from electra_jax import config_lib, objectives, scores, sharding
-from electra_jax.data import pipeline, shards
+from electra_jax.data import pipeline, shards, tokenizers
 from electra_jax.model import ElectraPretrainingModel
 from electra_jax.objectives import Settings
 
@@ -127,6 +128,33 @@ def evaluate(
   return summarize(totals, np.concatenate(all_logits), np.concatenate(all_labels))
 
 
+def held_out_command(tokenizer: tokenizers.Tokenizer, max_seq_length: int) -> str:
+  """The prepare_data command that tokenizes held-out text as `tokenizer` does, into
+  examples of `max_seq_length` tokens; HELD_OUT_CORPUS and HELD_OUT_DIR are the user's."""
+  flags = [
+    '--corpus=HELD_OUT_CORPUS',
+    '--output_dir=HELD_OUT_DIR',
+    *tokenizer.prepare_flags(),
+    f'--max_seq_length={max_seq_length}',
+  ]
+  return 'python -m electra_jax.prepare_data ' + ' '.join(shlex.quote(f) for f in flags)
+
+
+def _identity(spec: dict[str, Any]) -> dict[str, Any]:
+  """What makes two tokenizer specs give the same ids: everything but the file's name,
+  so the hash and a WordPiece vocabulary's casing (the same vocab.txt, cased, is other
+  ids)."""
+  return {k: v for k, v in spec.items() if k != 'file'}
+
+
+def _options(spec: dict[str, Any]) -> str:
+  """A tokenizer spec's identity in words: its hash, and a WordPiece vocabulary's casing."""
+  words = [f'sha256 {spec["sha256"][:12]}']
+  if spec['kind'] == 'wordpiece':
+    words += [f'lower_case={spec["lower_case"]}', f'strip_accents={spec["strip_accents"]}']
+  return '(' + ', '.join(words) + ')'
+
+
 class HeldOut:
   """Held-out prepared data with a compiled eval step: `run(params)` evaluates.
 
@@ -142,17 +170,20 @@ class HeldOut:
     param_shardings: Any,
     batch_sharding: NamedSharding,
     *,
-    tokenizer_sha256: str,
+    tokenizer: tokenizers.Tokenizer,
     num_batches: int | None = None,
+    key: str = 'config.eval.prepared_dir',
   ):
+    """`tokenizer` is the model's; `key` names where `directory` came from, for errors."""
     self._config = config
     self.data = shards.PreparedData.load(directory)
     pipeline.check_compatible(self.data, config)
-    if self.data.metadata['tokenizer']['sha256'] != tokenizer_sha256:
+    theirs, ours = self.data.metadata['tokenizer'], tokenizer.spec()
+    if _identity(theirs) != _identity(ours):
       raise config_lib.ConfigError(
-        f'config.eval.prepared_dir: {directory} was tokenized with '
-        f"{self.data.metadata['tokenizer']['file']}, not the model's tokenizer; prepare the "
-        'held-out text with the same --vocab or --spm_model'
+        f'{key}: {directory} was tokenized with {theirs["file"]} {_options(theirs)}, not as '
+        f"the model's {ours['file']} {_options(ours)}; prepare the held-out text with the "
+        f"model's tokenizer: {held_out_command(tokenizer, config.max_seq_length)}"
       )
     self.batch_size = config.eval.batch_size or config.batch_size
     ways = sharding.batch_ways(batch_sharding.mesh, config.mesh.logical_axis_rules)

@@ -507,7 +507,7 @@ def train_and_evaluate(
         model,
         param_shardings(config, model, mesh),
         sharding.batch_sharding(mesh, config.mesh.logical_axis_rules),
-        tokenizer_sha256=data.metadata['tokenizer']['sha256'],
+        tokenizer=data.tokenizer(),
       )
 
     # --- Model, state and train step

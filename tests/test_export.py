@@ -7,6 +7,7 @@ weights: interop and the CLIs need real files, not a trained model.
 
 import json
 import os
+import shlex
 
 import jax
 import numpy as np
@@ -217,6 +218,48 @@ def test_evaluate_reports_auc_on_held_out_data(workdir, held_out, tmp_path, tiny
   result = run_module('electra_jax.evaluate', f'--workdir={workdir}', f'--data={other.directory}')
   assert result.returncode == 2
   assert 'error: config.model.vocab_size: 30522, but the data in' in result.stderr
+
+
+def test_evaluate_without_data_prints_the_command_that_prepares_it(workdir, tmp_path):
+  result = run_module('electra_jax.evaluate', f'--workdir={workdir}', '--num_batches=1')
+  assert result.returncode == 2
+  error = result.stderr.strip().splitlines()[-1]
+  assert error.startswith('error: --data: the run has no config.eval.prepared_dir')
+  # The command as printed, with the user's two words filled in, prepares data that
+  # the run evaluates on.
+  command = shlex.split(error.split(': python ', 1)[1])
+  assert command[:2] == ['-m', 'electra_jax.prepare_data']
+  assert f'--vocab={workdir}/tokenizer/bert-base-uncased-vocab.txt' in command
+  held_out = tmp_path / 'held_out'
+  corpus = f'wiki:{data_dir()}/wikipedia/AA/wiki_98'
+  args = [
+    a.replace('HELD_OUT_CORPUS', corpus).replace('HELD_OUT_DIR', str(held_out)) for a in command[2:]
+  ]
+  result = run_module('electra_jax.prepare_data', *args)
+  assert result.returncode == 0, result.stderr[-3000:]
+  result = run_module(
+    'electra_jax.evaluate', f'--workdir={workdir}', f'--data={held_out}', '--num_batches=1'
+  )
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert 'disc_auc=' in result.stdout.strip().splitlines()[-1]
+
+
+def test_evaluate_refuses_the_same_vocabulary_prepared_cased(workdir, tmp_path):
+  options = shard_writer.PrepareOptions(
+    corpus=f'wiki:{data_dir()}/wikipedia/AA/wiki_99',
+    max_seq_length=64,
+    vocab=_vocab(),
+    lower_case=False,
+  )
+  cased = shard_writer.prepare(options, str(tmp_path / 'cased'), num_workers=1, progress=False)
+  result = run_module('electra_jax.evaluate', f'--workdir={workdir}', f'--data={cased.directory}')
+  assert result.returncode == 2
+  error = result.stderr.strip().splitlines()[-1]
+  assert error.startswith(f'error: --data: {cased.directory} was tokenized with ')
+  assert 'lower_case=False' in error and 'lower_case=True' in error
+  assert error.endswith(
+    f'--vocab={workdir}/tokenizer/bert-base-uncased-vocab.txt --max_seq_length=64'
+  )
 
 
 def _hf_logits(model, ids, mask, types):

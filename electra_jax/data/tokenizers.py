@@ -78,6 +78,10 @@ class Tokenizer(abc.ABC):
     """A JSON description from which `load_tokenizer` rebuilds this tokenizer."""
 
   @abc.abstractmethod
+  def prepare_flags(self) -> list[str]:
+    """The prepare_data flags that tokenize text as this tokenizer does."""
+
+  @abc.abstractmethod
   def tokens(self, ids: Iterable[int]) -> list[str]:
     """The vocabulary strings of `ids` (WordPiece '##' continuations, sentencepiece '▁')."""
 
@@ -145,6 +149,9 @@ class SentencePieceTokenizer(Tokenizer):
         for i in range(self.vocab_size)
       ]
     )
+
+  def prepare_flags(self) -> list[str]:
+    return [f'--spm_model={self.file_path}']
 
   def spec(self) -> dict[str, Any]:
     return {
@@ -387,6 +394,14 @@ class WordPieceTokenizer(Tokenizer):
 
   def continues_word(self) -> np.ndarray:
     return np.array([token.startswith('##') for token in self._id_to_token])
+
+  def prepare_flags(self) -> list[str]:
+    flags = [f'--vocab={self.file_path}']
+    if not self.lower_case:
+      flags.append('--config.data.lower_case=False')
+    if self.strip_accents != self.lower_case:
+      flags.append(f'--config.data.strip_accents={self.strip_accents}')
+    return flags
 
   def spec(self) -> dict[str, Any]:
     return {
