@@ -116,6 +116,7 @@ def run(config) -> dict[str, float]:
   """Compiles and times the train step for `config`; prints and returns the figures."""
   config_lib.validate(config, check_data=False)
   mesh = sharding.make_mesh(config.mesh)
+  config_lib.require_backend(config)
   device = jax.devices()[0]
   print(
     f'devices: {jax.device_count()} x {device.device_kind} ({device.platform}); '

@@ -8,6 +8,7 @@ so each derived value is computed in exactly one place.
 import dataclasses
 from typing import Any
 
+import jax
 import ml_collections
 
 from electra_jax import errors
@@ -115,6 +116,21 @@ def require(ok: bool, key: str, message: str) -> None:
   """The one way configs are checked: ConfigError('config.KEY: MESSAGE') unless ok."""
   if not ok:
     raise ConfigError(f'config.{key}: {message}')
+
+
+def require_backend(config: ml_collections.ConfigDict) -> None:
+  """What the config asks of the devices it runs on; call it once the mesh is made.
+
+  Separate from validate, which runs before JAX picks its backend (a multi-process
+  run must not start it early) and also for AOT compiles aimed at other devices.
+  """
+  backend = jax.default_backend()
+  require(
+    config.model.attention_impl != 'cudnn' or backend == 'gpu',
+    'model.attention_impl',
+    f"'cudnn' runs on NVIDIA GPUs only, and this run's devices are {backend}; use "
+    "'xla' (fused, on any device) or 'explicit'",
+  )
 
 
 def validate(config: ml_collections.ConfigDict, *, check_data: bool = True) -> None:

@@ -39,6 +39,7 @@ def run(workdir: str, data_dir: str | None, num_batches: int | None) -> dict[str
       f"run's tokenizer, then pass --data=HELD_OUT_DIR: {command}"
     )
   mesh = sharding.make_mesh(config.mesh)
+  config_lib.require_backend(config)
   model = train.build_model(config)
   with jax.set_mesh(mesh):
     shardings = train.param_shardings(config, model, mesh)

@@ -454,6 +454,7 @@ def train_and_evaluate(
 
   # --- Mesh
   mesh = sharding.make_mesh(config.mesh)
+  config_lib.require_backend(config)
   batch_ways = sharding.batch_ways(mesh, config.mesh.logical_axis_rules)
   if config.batch_size % batch_ways:
     raise config_lib.ConfigError(

@@ -128,6 +128,23 @@ def test_cli_missing_corpus(tmp_path):
   assert 'Traceback' not in result.stderr
 
 
+def test_cli_cudnn_attention_needs_a_gpu(tmp_path, wiki_glob):
+  # JAX's own error here is a traceback ending in 'cuDNN is not detected'.
+  result = _main(
+    f'--workdir={tmp_path}',
+    f'--config.data.corpus={wiki_glob}',
+    '--config.model.attention_impl=cudnn',
+    '--config.model.attention_dropout_rate=0',
+    '--config.model.dtype=bfloat16',
+  )
+  assert result.returncode == 2, result.stderr[-2000:]
+  assert (
+    "error: config.model.attention_impl: 'cudnn' runs on NVIDIA GPUs only, and this run's "
+    "devices are cpu; use 'xla' (fused, on any device) or 'explicit'"
+  ) in result.stderr
+  assert 'Traceback' not in result.stderr
+
+
 def test_cudnn_attention_needs_bfloat16():
   config = tiny.get_config()
   config.model.attention_impl, config.model.attention_dropout_rate = 'cudnn', 0.0

@@ -449,6 +449,7 @@ def finetune(
       f'config.batch_size: {config.batch_size} exceeds the {n} training examples; lower it'
     )
   mesh = sharding.make_mesh(config.mesh)
+  config_lib.require_backend(config)
   logging.info(
     '%s: %d training examples, %s epochs, from %s%s',
     task.name,
