@@ -573,12 +573,18 @@ def restore_generator(
 
 
 def restore_for_inference(
-  workdir: str, device: jax.Device | None = None
+  workdir: str, device: jax.Device | None = None, step: int | None = None
 ) -> tuple[int, dict[str, Any], dict[str, Any]]:
-  """(step, parameters, metadata) of a workdir's newest checkpoint, the parameters
-  on one device. Needs no model or optimizer: the tree comes from the
+  """(step, parameters, metadata) of a workdir's newest checkpoint, or of `step`, the
+  parameters on one device. Needs no model or optimizer: the tree comes from the
   checkpoint's own metadata, so any config's checkpoint reads the same way."""
-  manager, step = _open_newest(workdir, 'pretrained model')
+  manager, newest = _open_newest(workdir, 'pretrained model')
+  if step is None:
+    step = newest
+  elif step not in manager.all_steps():
+    saved = sorted(manager.all_steps())
+    manager.close()
+    raise CheckpointError(f'step {step}: {workdir} holds checkpoints at steps {saved} only')
   local = jax.sharding.SingleDeviceSharding(device or jax.local_devices()[0])
   target = jax.tree.map(
     lambda m: jax.ShapeDtypeStruct(m.shape, m.dtype, sharding=local),

@@ -460,6 +460,19 @@ def test_init_from_refuses_another_tokenizer_and_other_shapes(run_a):
   print(error.value)
 
 
+def test_restore_for_inference_reads_a_chosen_step_and_names_the_saved_ones(run_a):
+  newest, params, _ = checkpointing.restore_for_inference(str(run_a))
+  step, earlier, _ = checkpointing.restore_for_inference(str(run_a), step=20)
+  assert (newest, step) == (40, 20)
+  embeddings = lambda p: np.asarray(p['embeddings']['word_embeddings']['embedding'])
+  assert not np.array_equal(embeddings(params), embeddings(earlier))
+  with pytest.raises(
+    checkpointing.CheckpointError, match=r'step 15: .* holds checkpoints at steps \['
+  ) as error:
+    checkpointing.restore_for_inference(str(run_a), step=15)
+  assert '20, 30, 40]' in str(error.value)
+
+
 def test_init_from_generator_takes_another_runs_generator_whatever_the_sharing(run_a, tmp_path):
   _, saved, meta = checkpointing.restore_for_inference(str(run_a))
   sha = meta['tokenizer']['sha256']
