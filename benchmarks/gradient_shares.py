@@ -12,7 +12,9 @@ batches, with the masks, samples and dropout of the training steps from that ste
 (objectives.pretraining_gradients with one weight set to 0). Where both losses reach
 a part (the embeddings; the whole transformer under
 model.tie_generator_to_discriminator) this says which one its update follows.
-The data default to the run's own training data (its config's data_dir).
+The data default to the run's own training data (its config's data_dir). It takes
+the objectives with a discriminator (objectives.RTD_OBJECTIVES) and refuses the
+masked-LM ones.
 """
 
 import dataclasses
@@ -55,6 +57,14 @@ def gradient_shares(
   where one of the two is."""
   step, params, meta = checkpointing.restore_for_inference(workdir, step=step)
   config = config_lib.with_defaults(meta['config'])
+  name = config.objective.name
+  if name not in objectives.RTD_OBJECTIVES:
+    # The masked-LM objectives weigh their full-size network's loss by 1, not a
+    # weight of its own that could be set to 0.
+    raise config_lib.ConfigError(
+      f'{workdir}: objective {name!r} has no discriminator; the split is of '
+      f'disc_weight x the BCE from the generator loss ({", ".join(objectives.RTD_OBJECTIVES)})'
+    )
   data = shards.PreparedData.load(data_dir or meta['data_dir'])
   pipeline.check_compatible(data, config)
   model = train.build_model(config)
