@@ -24,6 +24,7 @@ from absl import flags
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+import ml_collections
 import optax
 
 from electra_jax import checkpointing, cli, config_lib, objectives, train
@@ -50,11 +51,20 @@ def split_gradients(
   )
 
 
-def gradient_shares(
-  workdir: str, step: int | None, data_dir: str | None, num_batches: int
-) -> tuple[int, dict[str, tuple[float, float, float]]]:
-  """(step, {part: (generator-loss norm, main-loss norm, cosine)}); the cosine is 0
-  where one of the two is."""
+@dataclasses.dataclass
+class Checkpoint:
+  """A saved step of a pretraining run, with what its training step was built from."""
+
+  step: int
+  params: Any
+  config: ml_collections.ConfigDict
+  data: shards.PreparedData
+  model: ElectraPretrainingModel
+  obj: Settings
+
+
+def load_checkpoint(workdir: str, step: int | None, data_dir: str | None) -> Checkpoint:
+  """WORKDIR's newest checkpoint or `step`, on `data_dir` or the run's own training data."""
   step, params, meta = checkpointing.restore_for_inference(workdir, step=step)
   config = config_lib.with_defaults(meta['config'])
   name = config.objective.name
@@ -67,31 +77,39 @@ def gradient_shares(
     )
   data = shards.PreparedData.load(data_dir or meta['data_dir'])
   pipeline.check_compatible(data, config)
-  model = train.build_model(config)
   obj = Settings.from_config(config, data.special_ids, data.tokenizer())
+  return Checkpoint(step, params, config, data, train.build_model(config), obj)
+
+
+def gradient_shares(
+  workdir: str, step: int | None, data_dir: str | None, num_batches: int
+) -> tuple[int, dict[str, tuple[float, float, float]]]:
+  """(step, {part: (generator-loss norm, main-loss norm, cosine)}); the cosine is 0
+  where one of the two is."""
+  c = load_checkpoint(workdir, step, data_dir)
 
   @jax.jit
   def split(params, batch, rng):
-    with nn.logical_axis_rules(config.mesh.logical_axis_rules):
-      return split_gradients(params, batch, rng, model=model, obj=obj)
+    with nn.logical_axis_rules(c.config.mesh.logical_axis_rules):
+      return split_gradients(params, batch, rng, model=c.model, obj=c.obj)
 
   # Batch i gets the draws of training step `step + i`, on the data's first batches.
-  batches = pipeline.train_iterator(data, config, process_index=0, process_count=1)
+  batches = pipeline.train_iterator(c.data, c.config, process_index=0, process_count=1)
   sums = None
   for i in range(num_batches):
     batch = {k: jnp.asarray(v) for k, v in next(batches).items()}
-    grads = split(params, batch, jax.random.fold_in(jax.random.key(config.seed), step + i))
+    grads = split(c.params, batch, jax.random.fold_in(jax.random.key(c.config.seed), c.step + i))
     sums = grads if sums is None else jax.tree.map(jnp.add, sums, grads)
   batches.close()
   gen, main = jax.tree.map(lambda g: g / num_batches, sums)
   shares = {}
-  for part in params:
+  for part in c.params:
     g, m = float(optax.tree.norm(gen[part])), float(optax.tree.norm(main[part]))
     dot = sum(
       jnp.vdot(a, b) for a, b in zip(jax.tree.leaves(gen[part]), jax.tree.leaves(main[part]))
     )
     shares[part] = (g, m, float(dot) / (g * m) if g > 0 and m > 0 else 0.0)
-  return step, shares
+  return c.step, shares
 
 
 def main(argv: list[str]) -> None:

@@ -581,8 +581,7 @@ def restore_for_inference(
   manager, newest = _open_newest(workdir, 'pretrained model')
   if step is None:
     step = newest
-  elif step not in manager.all_steps():
-    saved = sorted(manager.all_steps())
+  elif step not in (saved := sorted(manager.all_steps())):
     manager.close()
     raise CheckpointError(f'step {step}: {workdir} holds checkpoints at steps {saved} only')
   local = jax.sharding.SingleDeviceSharding(device or jax.local_devices()[0])

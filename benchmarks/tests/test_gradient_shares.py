@@ -11,9 +11,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from benchmarks.gradient_shares import split_gradients
-from electra_jax import checkpointing, config_lib, objectives, train
-from electra_jax.data import pipeline, shards
+from benchmarks.gradient_shares import load_checkpoint, split_gradients
+from electra_jax import objectives
+from electra_jax.data import pipeline
 from tests.conftest import REPO, prepared_tiny  # noqa: F401 (a fixture)
 from tests.main_runs import every_step_args, run_main
 
@@ -32,19 +32,15 @@ def run(tmp_path_factory, prepared_tiny):  # noqa: F811
 
 
 def test_the_two_terms_sum_to_the_training_gradient(run):
-  step, params, meta = checkpointing.restore_for_inference(str(run), step=10)
-  assert step == 10
-  config = config_lib.with_defaults(meta['config'])
-  data = shards.PreparedData.load(meta['data_dir'])
-  model = train.build_model(config)
-  obj = objectives.Settings.from_config(config, data.special_ids, data.tokenizer())
-  batches = pipeline.train_iterator(data, config, process_index=0, process_count=1)
+  c = load_checkpoint(str(run), 10, None)
+  assert c.step == 10
+  batches = pipeline.train_iterator(c.data, c.config, process_index=0, process_count=1)
   batch = {k: jnp.asarray(v) for k, v in next(batches).items()}
   batches.close()
-  rng = jax.random.fold_in(jax.random.key(config.seed), step)
-  with nn.logical_axis_rules(config.mesh.logical_axis_rules):
-    gen, main = split_gradients(params, batch, rng, model=model, obj=obj)
-    full, _ = objectives.pretraining_gradients(params, batch, rng, model=model, obj=obj)
+  rng = jax.random.fold_in(jax.random.key(c.config.seed), c.step)
+  with nn.logical_axis_rules(c.config.mesh.logical_axis_rules):
+    gen, main = split_gradients(c.params, batch, rng, model=c.model, obj=c.obj)
+    full, _ = objectives.pretraining_gradients(c.params, batch, rng, model=c.model, obj=c.obj)
   summed = jax.tree.map(jnp.add, gen, main)
   for a, b in zip(jax.tree.leaves(summed), jax.tree.leaves(full)):
     np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
