@@ -1,15 +1,22 @@
 """Evaluates a pretraining checkpoint on held-out data.
 
   python -m electra_jax.evaluate --workdir=DIR [--data=PREPARED_DIR] [--num_batches=N]
+      [--temperature=T]
 
 Prints what the run's objective has: the generator's MLM loss and accuracy and
 its sampled-token accuracy; then the discriminator's loss, accuracy,
-precision, recall and AUC over the held-out tokens, or the full-size masked
-LM's loss and accuracy at the masked positions (mlm_* for BERT's one network,
-main_mlm_* beside a generator). It writes them to the workdir's TensorBoard
-files as eval/* at the checkpoint's step, beside the training curves. --data
-defaults to the run's config.eval.prepared_dir; it must be prepared with the
-run's tokenizer.
+precision, recall and AUC over the held-out tokens, with two AUCs that say how
+much of it needs the context: a detector's that reads each token's id alone
+(context_free_auc: what the generator's choice of ids gives away), and the
+discriminator's own between a replaced and an original token of the same id
+(same_token_auc: 0.5 for a detector that ignores the context); or the
+full-size masked LM's loss and accuracy at the masked positions (mlm_* for
+BERT's one network, main_mlm_* beside a generator). It writes them to the workdir's TensorBoard files as eval/* at the
+checkpoint's step, beside the training curves (eval_tT/* with --temperature=T).
+--data defaults to the run's config.eval.prepared_dir; it must be prepared with
+the run's tokenizer. --temperature samples the generator at T instead of the
+run's own config.objective.temperature: whether a discriminator trained on
+flattened samples also detects the paper's.
 """
 
 from absl import flags
@@ -24,12 +31,30 @@ _DATA = flags.DEFINE_string(
 _NUM_BATCHES = flags.DEFINE_integer(
   'num_batches', None, "Batches to evaluate (default: the run's config.eval.num_batches)."
 )
+_TEMPERATURE = flags.DEFINE_float(
+  'temperature',
+  None,
+  "Sample the generator at this temperature (default: the run's config.objective.temperature).",
+)
 flags.mark_flags_as_required(['workdir'])
 
 
-def run(workdir: str, data_dir: str | None, num_batches: int | None) -> dict[str, float]:
+def run(
+  workdir: str, data_dir: str | None, num_batches: int | None, temperature: float | None = None
+) -> dict[str, float]:
   source = pretrained.load(workdir)
   config = source.config
+  prefix = 'eval'
+  if temperature is not None:
+    if not temperature > 0:
+      raise config_lib.ConfigError(f'--temperature: must be > 0, got {temperature}')
+    if config.objective.name == 'mlm':
+      raise config_lib.ConfigError(
+        f"--temperature: {workdir} was pretrained with objective 'mlm', which samples nothing"
+      )
+    config = config.copy_and_resolve_references()
+    config.objective.temperature = temperature
+    prefix = f'eval_t{temperature:g}'
   key = '--data' if data_dir else 'config.eval.prepared_dir'
   data_dir = data_dir or config.eval.prepared_dir
   if not data_dir:
@@ -55,14 +80,14 @@ def run(workdir: str, data_dir: str | None, num_batches: int | None) -> dict[str
     )
     results = held_out.run(jax.device_put(source.params, shardings))
   writer = metric_writer.MetricWriter(workdir)
-  writer.write(source.step, results, prefix='eval')
+  writer.write(source.step, results, prefix=prefix)
   writer.close()
   return {'step': source.step, **results}
 
 
 def main(argv: list[str]) -> None:
   del argv  # cli.run refuses words that are not flags.
-  results = run(_WORKDIR.value, _DATA.value, _NUM_BATCHES.value)
+  results = run(_WORKDIR.value, _DATA.value, _NUM_BATCHES.value, _TEMPERATURE.value)
   step = results.pop('step')
   for name, value in results.items():
     print(f'{name:>18}: {value:.4f}' if name != 'tokens' else f'{name:>18}: {value:,.0f}')

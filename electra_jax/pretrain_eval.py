@@ -1,4 +1,4 @@
-"""Pretraining evaluation on held-out data: each network's metrics, and the discriminator's AUC.
+"""Pretraining evaluation on held-out data: each network's metrics, and the discriminator's AUCs.
 
 One jitted pass per batch, without dropout and with a fixed key per batch, so
 evaluating the same parameters twice gives the same numbers and successive
@@ -33,12 +33,13 @@ def make_eval_step(
   param_shardings: Any,
   batch_sharding: NamedSharding,
 ) -> Callable:
-  """jit(params, batch, index) -> (sums of counts, per-token disc logits, labels, weights).
+  """jit(params, batch, index) -> (sums of counts, per-token disc logits, labels, weights,
+  the ids the discriminator read).
 
   The sums cover what the objective has: the generator's MLM and samples,
   then the discriminator's counts over the tokens its loss counts (whose logits,
-  labels and weights feed the AUC) or the full-size masked LM's. Without a
-  discriminator the three arrays are zeros of weight 0.
+  labels, weights and ids feed the AUCs) or the full-size masked LM's. Without a
+  discriminator the four arrays are zeros of weight 0.
   """
   rules = config.mesh.logical_axis_rules
   replicated = NamedSharding(batch_sharding.mesh, PartitionSpec())
@@ -59,22 +60,31 @@ def make_eval_step(
       sums['sampled_correct'] = objectives.sampled_correct(c.sampled, c.masked)
     if obj.name not in objectives.RTD_OBJECTIVES:
       sums.update(objectives.mlm_counts(out.main_logits, c.masked, prefix))
-      return sums, jnp.zeros_like(tokens), jnp.zeros_like(tokens), jnp.zeros_like(tokens)
+      zeros = jnp.zeros_like(tokens)
+      return sums, zeros, zeros, zeros, jnp.zeros_like(c.corrupted)
     # The tokens the objective's loss counts: all for ELECTRA, the masked ones for
     # ELECTRA 15%, whose discriminator never learns the others.
     counted = objectives.discriminator_weights(obj.name, batch, c)
     sums.update(objectives.discriminator_counts(out.main_logits, c.is_replaced, counted))
     labels = c.is_replaced.astype(jnp.float32)
-    return sums, out.main_logits, labels, counted
+    return sums, out.main_logits, labels, counted, c.corrupted
 
   return jax.jit(
     eval_step, in_shardings=(param_shardings, batch_sharding, replicated), out_shardings=replicated
   )
 
 
-def summarize(sums: dict[str, float], logits: np.ndarray, labels: np.ndarray) -> dict[str, float]:
-  """Pooled metrics from summed counts; AUC from the held-out tokens' logits. Each
-  network's metrics appear when its counts do."""
+def summarize(
+  sums: dict[str, float],
+  logits: np.ndarray,
+  labels: np.ndarray,
+  token_ids: np.ndarray,
+  folds: np.ndarray,
+) -> dict[str, float]:
+  """Pooled metrics from summed counts. The discriminator's AUC over the held-out
+  tokens' logits comes with two that part what it reads from the context: a detector's
+  that reads each token's id alone (`folds`, 0 or 1 per token, splits them), and its
+  own among tokens of one id. Each network's metrics appear when its counts do."""
   ratio = lambda a, b: float(sums[a] / sums[b]) if sums[b] else 0.0  # As the train metrics.
   results = {}
   for name in ('mlm', 'main_mlm'):
@@ -92,6 +102,8 @@ def summarize(sums: dict[str, float], logits: np.ndarray, labels: np.ndarray) ->
         'disc_recall': ratio('true_positives', 'replaced'),
         'replaced_fraction': ratio('replaced', 'counted'),
         'disc_auc': scores.roc_auc(labels, logits),
+        'context_free_auc': scores.context_free_auc(labels, token_ids, folds),
+        'same_token_auc': scores.same_token_auc(labels, logits, token_ids),
       }
     )
   return {**results, 'tokens': float(sums['tokens'])}
@@ -106,13 +118,13 @@ def evaluate(
 ) -> dict[str, float]:
   """Runs up to `num_batches` batches (fewer if the data ends) and pools the metrics."""
   totals: dict[str, float] = {}
-  all_logits, all_labels = [], []
+  all_logits, all_labels, all_ids, all_folds = [], [], [], []
   for index in range(num_batches):
     try:
       host_batch = next(batches)
     except StopIteration:
       break
-    sums, logits, labels, tokens = jax.device_get(
+    sums, logits, labels, tokens, ids = jax.device_get(
       eval_step(params, sharding.make_global_batch(host_batch, batch_sharding), np.int32(index))
     )
     for key, value in sums.items():
@@ -120,12 +132,17 @@ def evaluate(
     keep = tokens > 0
     all_logits.append(logits[keep])
     all_labels.append(labels[keep])
+    all_ids.append(ids[keep])
+    # Alternate batches make the context-free AUC's two folds.
+    all_folds.append(np.full(int(keep.sum()), index % 2))
   if not totals:
     raise config_lib.ConfigError(
       'config.eval.batch_size: the held-out data holds fewer '
       'examples than one batch; lower it or hold out more text'
     )
-  return summarize(totals, np.concatenate(all_logits), np.concatenate(all_labels))
+  return summarize(
+    totals, *(np.concatenate(a) for a in (all_logits, all_labels, all_ids, all_folds))
+  )
 
 
 def held_out_command(tokenizer: tokenizers.Tokenizer, max_seq_length: int) -> str:

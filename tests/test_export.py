@@ -25,6 +25,7 @@ from electra_jax import (
   train,
 )
 from electra_jax.data import shard_writer, sources, tokenizers
+from electra_jax.metric_writer import read_scalars
 from tests.conftest import data_dir, perturbed, require, run_module
 
 torch = require('torch')
@@ -204,9 +205,29 @@ def test_evaluate_reports_auc_on_held_out_data(workdir, held_out, tmp_path, tiny
   assert result.returncode == 0, result.stderr[-3000:]
   last = result.stdout.strip().splitlines()[-1]
   assert last.startswith('step 7: mlm_loss=') and 'disc_auc=' in last
-  values = dict(item.split('=') for item in last.split(': ', 1)[1].split(', '))
-  assert 0 <= float(values['disc_auc']) <= 1 and float(values['mlm_loss']) > 0
+  values = _printed(last)
+  assert 0 <= values['disc_auc'] <= 1 and values['mlm_loss'] > 0
+  assert 0 <= values['context_free_auc'] <= 1
   assert any(name.startswith('events.out.tfevents') for name in os.listdir(workdir))
+
+  # Near temperature 0 every sample is the generator's first choice: a few ids that
+  # give the replaced tokens away by themselves (0.96 against 0.78 when written).
+  result = run_module(
+    'electra_jax.evaluate',
+    f'--workdir={workdir}',
+    f'--data={held_out}',
+    '--num_batches=3',
+    '--temperature=1e-4',
+  )
+  assert result.returncode == 0, result.stderr[-3000:]
+  cold = _printed(result.stdout.strip().splitlines()[-1])
+  assert cold['mlm_accuracy'] == values['mlm_accuracy']  # The same generator.
+  assert cold['context_free_auc'] > values['context_free_auc'] + 0.1
+  scalars = read_scalars(workdir)
+  assert scalars['eval_t0.0001/sampled_accuracy'] == [
+    (7, pytest.approx(cold['sampled_accuracy'], abs=1e-4))
+  ]
+  assert [step for step, _ in scalars['eval/disc_auc']] == [7]
 
   # Held-out text prepared with another tokenizer is refused.
   options = shard_writer.PrepareOptions(
@@ -218,6 +239,28 @@ def test_evaluate_reports_auc_on_held_out_data(workdir, held_out, tmp_path, tiny
   result = run_module('electra_jax.evaluate', f'--workdir={workdir}', f'--data={other.directory}')
   assert result.returncode == 2
   assert 'error: config.model.vocab_size: 30522, but the data in' in result.stderr
+
+
+def _printed(line: str) -> dict[str, float]:
+  """evaluate's closing line, 'step N: name=value, ...', as {name: value}."""
+  return {k: float(v) for k, v in (item.split('=') for item in line.split(': ', 1)[1].split(', '))}
+
+
+def test_evaluate_refuses_a_temperature_it_cannot_sample_at(workdir, held_out, tmp_path):
+  bert = _workdir(str(tmp_path / 'mlm'), _config('mlm'))
+  result = run_module(
+    'electra_jax.evaluate', f'--workdir={bert}', f'--data={held_out}', '--temperature=1'
+  )
+  assert result.returncode == 2
+  assert (
+    f"error: --temperature: {bert} was pretrained with objective 'mlm', which samples nothing"
+    in result.stderr
+  )
+  result = run_module(
+    'electra_jax.evaluate', f'--workdir={workdir}', f'--data={held_out}', '--temperature=0'
+  )
+  assert result.returncode == 2
+  assert 'error: --temperature: must be > 0, got 0.0' in result.stderr
 
 
 def test_evaluate_without_data_prints_the_command_that_prepares_it(workdir, tmp_path):

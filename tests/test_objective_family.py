@@ -180,8 +180,10 @@ def test_held_out_figures_count_the_tokens_the_loss_counts(objective):
   step = pretrain_eval.make_eval_step(
     model, obj, config, jax.tree.map(lambda _: replicated, params), batch_sharding
   )
-  sums, logits, labels, weights = jax.device_get(step(params, batch, np.int32(0)))
-  held_out = pretrain_eval.summarize(sums, logits[weights > 0], labels[weights > 0])
+  sums, logits, labels, weights, ids = jax.device_get(step(params, batch, np.int32(0)))
+  kept = weights > 0
+  folds = np.arange(int(kept.sum())) % 2
+  held_out = pretrain_eval.summarize(sums, logits[kept], labels[kept], ids[kept], folds)
   # The eval step's key for batch 0, and the same deterministic pass.
   rng = jax.random.fold_in(jax.random.key(config.eval.seed), 0)
   _, main_loss, metrics = objectives.pretraining_losses(
@@ -206,6 +208,10 @@ def test_held_out_figures_count_the_tokens_the_loss_counts(objective):
     return
   np.testing.assert_allclose(held_out['disc_loss'], main_loss, rtol=1e-5)
   assert float(sums['counted']) == (masked if objective == 'electra_15' else sums['tokens'])
+  # The context-free AUC reads the ids the discriminator read.
+  out = objectives.pretraining_outputs(params, batch, rng, model=model, obj=obj, deterministic=True)
+  np.testing.assert_array_equal(ids, out.corruption.corrupted)
+  assert 0 <= held_out['context_free_auc'] <= 1 and 0 <= held_out['same_token_auc'] <= 1
 
 
 @pytest.mark.parametrize('objective', ['replace_mlm', 'all_tokens_mlm', 'mlm'])

@@ -67,3 +67,52 @@ def test_roc_auc():
   # The Mann-Whitney U statistic over positives, normalised, is the AUC.
   u = stats.mannwhitneyu(logits[labels], logits[~labels]).statistic
   assert scores.roc_auc(labels, logits) == pytest.approx(u / (labels.sum() * (~labels).sum()))
+
+
+def test_context_free_auc_reads_the_token_alone():
+  rng = np.random.default_rng(2)
+  ids = rng.integers(0, 50, 20_000)
+  folds = np.arange(ids.size) % 2
+  # Labels that follow the id: every token of ids 0-9 replaced, no other.
+  assert scores.context_free_auc(ids < 10, ids, folds) == 1.0
+  # Labels that ignore it: near chance.
+  coin = rng.random(ids.size) < 0.15
+  assert abs(scores.context_free_auc(coin, ids, folds) - 0.5) < 0.02
+  # A replaced rate that rises with the id, as a generator that over-samples some ids.
+  rate = 0.05 + 0.2 * ids / 49
+  labels = rng.random(ids.size) < rate
+  best = scores.roc_auc(labels, rate)  # The true rate: the best context-free detector.
+  assert abs(scores.context_free_auc(labels, ids, folds) - best) < 0.01
+
+
+def test_context_free_auc_never_scores_a_token_by_its_own_label():
+  # Every id occurs once: the other fold knows nothing of it, so each token scores
+  # its fold's prior, and with equal priors that is chance. Scored in-sample,
+  # these labels would separate perfectly.
+  ids = np.arange(1000)
+  folds = ids % 2
+  labels = (ids // 2) % 2 == 0
+  assert scores.context_free_auc(labels, ids, folds) == 0.5
+
+
+def test_same_token_auc_counts_pairs_of_one_id():
+  rng = np.random.default_rng(3)
+  ids = rng.integers(0, 30, 5000)
+  labels = rng.random(ids.size) < 0.05 + 0.02 * ids
+  # Scores that follow the id alone rank well overall but no better than chance
+  # between two tokens of one id.
+  assert scores.roc_auc(labels, ids) > 0.7
+  assert scores.same_token_auc(labels, ids.astype(float), ids) == 0.5
+  # Scores with a signal inside each id: the pooled Mann-Whitney count of each id's pairs.
+  noisy = labels + rng.normal(0, 1, ids.size) + 0.3 * ids
+  wins = pairs = 0.0
+  for v in np.unique(ids):
+    here = ids == v
+    positive, negative = noisy[here & labels], noisy[here & ~labels]
+    wins += np.sum(positive[:, None] > negative[None, :])
+    wins += 0.5 * np.sum(positive[:, None] == negative[None, :])
+    pairs += positive.size * negative.size
+  assert scores.same_token_auc(labels, noisy, ids) == pytest.approx(wins / pairs, abs=1e-12)
+  # Ties count half; an id with no replaced token, or no original one, adds no pair.
+  assert scores.same_token_auc([1, 0, 1, 0, 1], [2.0, 2.0, 5.0, 1.0, 9.0], [0, 0, 1, 1, 2]) == 0.75
+  assert math.isnan(scores.same_token_auc([1, 0], [0.3, 0.1], [4, 5]))

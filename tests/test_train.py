@@ -51,7 +51,10 @@ def _check_console(stderr: str, workdir, every: float) -> None:
   # The run's time counts the held-out evaluations too, whose timing must not reset it.
   took = 60 * int(closing[1] or 0) + int(closing[2])
   assert took >= clock(progress[-1]) - clock(progress[0]) - 1, (took, lines[-1])
-  assert any(re.search(r'\[200\] eval: disc_accuracy=\S+  disc_auc=', m) for m in metrics)
+  assert any(
+    re.search(r'\[200\] eval: context_free_auc=\S+  disc_accuracy=\S+  disc_auc=', m)
+    for m in metrics
+  )
 
 
 def test_prepares_then_pretrains_on_real_text(tmp_path, wiki_glob):
