@@ -11,8 +11,9 @@ much of it needs the context: a detector's that reads each token's id alone
 discriminator's own between a replaced and an original token of the same id
 (same_token_auc: 0.5 for a detector that ignores the context); or the
 full-size masked LM's loss and accuracy at the masked positions (mlm_* for
-BERT's one network, main_mlm_* beside a generator). It writes them to the workdir's TensorBoard files as eval/* at the
-checkpoint's step, beside the training curves (eval_tT/* with --temperature=T).
+BERT's one network, main_mlm_* beside a generator). It writes them to the
+workdir's TensorBoard files as eval/* at the checkpoint's step, beside the
+training curves (eval_tT/* with --temperature=T).
 --data defaults to the run's config.eval.prepared_dir; it must be prepared with
 the run's tokenizer. --temperature samples the generator at T instead of the
 run's own config.objective.temperature: whether a discriminator trained on
