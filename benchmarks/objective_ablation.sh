@@ -117,6 +117,8 @@ if ! [[ $lanes =~ ^[1-9][0-9]*$ ]] || ((lanes > $(nproc))); then
   exit 2
 fi
 mkdir -p "$out"
+# For the table's heading: the paper's figures beside a row are for the paper's settings.
+printf '%s\n' "${PRETRAIN_FLAGS:-}" > "$out/pretrain_flags"
 # The data and model of the recipe (benchmarks/cpu_recipe.sh), PRETRAIN_FLAGS included:
 # $model.
 source "$(dirname "$0")/cpu_recipe.sh"

@@ -8,6 +8,9 @@ seed in its subfolders, when each seed ran as its own process), OUT/select/ROW-l
 (each row's chosen rate) and each pretraining run's checkpoints and TensorBoard
 events; rows not run yet are left out, so it can be printed at any point of the run.
 
+OUT/pretrain_flags holds the script's PRETRAIN_FLAGS; the heading names them, since
+a row is labelled by its objective alone (a uniform_generator run shows as `electra`).
+
 Last, the time each lane spent, from OUT/times.tsv (every piece of a run in pieces).
 
 Beside the grid it prints each pretraining run's last log window: the masked
@@ -145,9 +148,16 @@ def print_table(out: pathlib.Path, budget: str, lrs: list[str]) -> None:
   tasks = tasks_run([out])
   # The paper's GLUE score beside the rows only where the table has a GLUE task.
   glue = bool({'sst-2', 'mrpc'} & set(tasks))
+  flags_file = out / 'pretrain_flags'
+  flags = flags_file.read_text().strip() if flags_file.exists() else ''
   print(
-    f'Each row: {budget} TFLOP of pretraining; fine-tuning 3 seeds (GLUE under the '
-    "paper's protocol), dev medians."
+    f'Each row: {budget} TFLOP of pretraining'
+    + (
+      f" with PRETRAIN_FLAGS '{flags}' (the paper's figures are for its own settings)"
+      if flags
+      else ''
+    )
+    + "; fine-tuning 3 seeds (GLUE under the paper's protocol), dev medians."
   )
   print(
     f'{"row":15} {"lr":6} {"steps":>6} '

@@ -79,6 +79,8 @@ def test_the_grid_compares_rates_half_way_and_only_the_chosen_run_goes_on(
     scores[lr] = selected['median']['dev']['accuracy']
   assert scores[chosen] >= scores[other]
   assert f'mlm: learning rate {chosen} (1,000-example SST-2 median ' in done.stdout
+  # The table's heading names the flags that made these rows other than the recipe's.
+  assert f"pretraining with PRETRAIN_FLAGS '{env['PRETRAIN_FLAGS']}' (the paper's" in done.stdout
   assert 'at step 5 of 10)' in done.stdout
   assert _newest_checkpoint(out / 'pretrain' / f'mlm-lr{other}') == 5
   assert _newest_checkpoint(out / 'pretrain' / f'mlm-lr{chosen}') == 10

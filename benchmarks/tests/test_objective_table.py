@@ -87,6 +87,16 @@ def test_the_table_the_grid_and_the_verdicts(tmp_path):
   )
 
   lines = _run('objective_table.py', str(out), '200', '1e-3', '2e-3')
+  assert ' '.join(lines[0]).startswith('Each row: 200 TFLOP of pretraining; fine-tuning')
+  # The script's PRETRAIN_FLAGS, where it had some, head the table: the row names alone
+  # would pass a variant off as the paper's objective.
+  (out / 'pretrain_flags').write_text('--config.objective.uniform_generator=True\n')
+  flagged = _run('objective_table.py', str(out), '200', '1e-3', '2e-3')
+  assert ' '.join(flagged[0]).startswith(
+    'Each row: 200 TFLOP of pretraining with PRETRAIN_FLAGS '
+    "'--config.objective.uniform_generator=True' (the paper's figures"
+  )
+  assert flagged[1:] == lines[1:]
   assert ['electra', '1e-3', '400', '0.820,', '0.830,', '0.810', '(0.820)'] == lines[2][:7]
   assert lines[2][-3:] == ['(0.800)', '0.810', '85.0']  # MRPC median, mean, paper
   assert ['mlm', '1e-3', '1000', '0.800,', '0.790,', '0.805', '(0.800)'] == lines[3][:7]
