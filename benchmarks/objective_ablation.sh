@@ -56,7 +56,8 @@
 # losing its time, send SIGTERM to its python processes (pretraining saves its step).
 # ROWS='electra_t3 mlm' limits the rows; PRETRAIN_FLAGS adds flags to every
 # pretraining run and its FLOPs count, after the recipe's (a larger model on a GPU:
-# '--config.model.num_layers=12 --config.model.hidden_size=256 ...'), and
+# '--config.model.num_layers=12 --config.model.hidden_size=256 ...'; one set per OUT,
+# kept in OUT/pretrain_flags: a rerun into it with others is refused), and
 # FINETUNE_FLAGS to every fine-tuning run; RANDOM_INIT=0 leaves out the
 # random-initialisation row, which depends on neither the objective nor the budget,
 # when another budget has it.
@@ -80,6 +81,12 @@ tag_sentences=${TAG_SENTENCES:-4000}
 read -r -a finetune_flags <<< "${FINETUNE_FLAGS:-}"
 lanes=${PARALLEL:-1}
 select_at=${SELECT_AT:-1}
+# Checked before the corpus is prepared, which takes a minute.
+if ! python -c 'import math, sys; sys.exit(not 0 < float(sys.argv[1]) < math.inf)' "$budget" \
+    2> /dev/null; then
+  echo "error: BUDGET_TFLOP=$budget: give each row's train FLOPs in TFLOP, a number above 0" >&2
+  exit 2
+fi
 if ! python -c 'import sys; sys.exit(not 0 < float(sys.argv[1]) <= 1)' "$select_at" 2> /dev/null; then
   echo "error: SELECT_AT=$select_at: give the share of each run's steps, above 0 and at" \
     "most 1, at which the learning rates are compared (1: whole runs)" >&2
@@ -116,9 +123,18 @@ if ! [[ $lanes =~ ^[1-9][0-9]*$ ]] || ((lanes > $(nproc))); then
     "process may use (nproc)" >&2
   exit 2
 fi
-mkdir -p "$out"
 # For the table's heading: the paper's figures beside a row are for the paper's settings.
-printf '%s\n' "${PRETRAIN_FLAGS:-}" > "$out/pretrain_flags"
+# One OUT holds one set of PRETRAIN_FLAGS: its rows share that heading, and a run
+# resumed with other flags would mix two recipes in one row.
+flags_file=$out/pretrain_flags
+if [[ -f $flags_file && $(< "$flags_file") != "${PRETRAIN_FLAGS:-}" ]]; then
+  echo "error: PRETRAIN_FLAGS='${PRETRAIN_FLAGS:-}', but $out was run with" \
+    "PRETRAIN_FLAGS='$(< "$flags_file")' ($flags_file): give these flags an OUT of" \
+    "their own, or give the same flags to go on with it" >&2
+  exit 2
+fi
+mkdir -p "$out"
+printf '%s\n' "${PRETRAIN_FLAGS:-}" > "$flags_file"
 # The data and model of the recipe (benchmarks/cpu_recipe.sh), PRETRAIN_FLAGS included:
 # $model.
 source "$(dirname "$0")/cpu_recipe.sh"

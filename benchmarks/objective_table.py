@@ -8,9 +8,9 @@ seed in its subfolders, when each seed ran as its own process), OUT/select/ROW-l
 (each row's chosen rate) and each pretraining run's checkpoints and TensorBoard
 events; rows not run yet are left out, so it can be printed at any point of the run.
 
-OUT/pretrain_flags holds the PRETRAIN_FLAGS of the script's latest run into OUT; the
-heading names them, since a row is labelled by its objective alone (a
-uniform_generator run shows as `electra`).
+OUT/pretrain_flags holds the PRETRAIN_FLAGS of the script's runs into OUT (it refuses
+other flags there); the heading names them, since a row is labelled by its objective
+alone (a uniform_generator run shows as `electra`).
 
 Last, the time each lane spent, from OUT/times.tsv (every piece of a run in pieces).
 

@@ -64,6 +64,8 @@ def test_the_grid_compares_rates_half_way_and_only_the_chosen_run_goes_on(
 
   refused = _ablation(tmp_path / 'refused', budget, **{**env, 'SELECT_AT': '0'})
   assert refused.returncode == 2 and 'error: SELECT_AT=0: ' in refused.stderr
+  no_budget = _ablation(tmp_path / 'refused', '0', **env)
+  assert no_budget.returncode == 2 and 'error: BUDGET_TFLOP=0: ' in no_budget.stderr
   unknown = _ablation(tmp_path / 'refused', budget, **{**env, 'TASKS': 'sst-2 sst2'})
   assert unknown.returncode == 2 and "error: TASKS names 'sst2': " in unknown.stderr
 
@@ -82,6 +84,16 @@ def test_the_grid_compares_rates_half_way_and_only_the_chosen_run_goes_on(
   # The table's heading names the flags that made these rows other than the recipe's.
   assert f"pretraining with PRETRAIN_FLAGS '{env['PRETRAIN_FLAGS']}' (the paper's" in done.stdout
   assert 'at step 5 of 10)' in done.stdout
+  # One OUT, one set of PRETRAIN_FLAGS: a rerun with others is refused before any work.
+  reseeded = env['PRETRAIN_FLAGS'] + ' --config.seed=1'
+  mixed = _ablation(out, budget, **{**env, 'PRETRAIN_FLAGS': reseeded})
+  assert mixed.returncode == 2
+  assert (
+    f"error: PRETRAIN_FLAGS='{reseeded}', but {out} was run with "
+    f"PRETRAIN_FLAGS='{env['PRETRAIN_FLAGS']}' ({out}/pretrain_flags): give these flags"
+    in mixed.stderr
+  ), mixed.stderr[-3000:]
+  assert (out / 'pretrain_flags').read_text() == env['PRETRAIN_FLAGS'] + '\n'
   assert _newest_checkpoint(out / 'pretrain' / f'mlm-lr{other}') == 5
   assert _newest_checkpoint(out / 'pretrain' / f'mlm-lr{chosen}') == 10
   assert 'Resumed at step 5 ' in done.stderr  # The chosen run went on from its stop.
