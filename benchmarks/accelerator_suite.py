@@ -698,7 +698,9 @@ def stage_objectives(args) -> list[str]:
       _train_step_flops([*model, f'--config.objective.name={o}'], env) for o in objectives
     )
     budget = f'{2 * per_step / 1e12:.4g}'
-    env['FINETUNE_FLAGS'] = '--config.max_train_examples=32 --config.num_train_epochs=1'
+    # After the user's FINETUNE_FLAGS, which the dry run checks too.
+    few = '--config.max_train_examples=32 --config.num_train_epochs=1'
+    env['FINETUNE_FLAGS'] = f'{env.get("FINETUNE_FLAGS", "")} {few}'.strip()
   print(f'budget {budget} TFLOP per row', flush=True)
   done = _run(
     ['bash', 'benchmarks/objective_ablation.sh', str(run), budget],

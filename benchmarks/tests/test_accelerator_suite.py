@@ -133,7 +133,8 @@ def test_the_objectives_stage_runs_the_ablation_from_its_kit(tmp_path):
   assert not (kit / 'data' / 'wiki_train').exists()
   out = tmp_path / 'results'
   two_layers = '--config.model.num_layers=2 --config.model.scan_unroll=2'
-  result = _dry_run('objectives', kit, out, PRETRAIN_FLAGS=two_layers)
+  short = '--config.max_seq_length=64'
+  result = _dry_run('objectives', kit, out, PRETRAIN_FLAGS=two_layers, FINETUNE_FLAGS=short)
   assert result.returncode == 0, result.stderr[-3000:]
   for row in ('electra_t3', 'mlm'):  # PRETRAIN_FLAGS comes after the recipe's 4 layers.
     config = json.loads((out / 'objectives/run/pretrain' / f'{row}-lr1e-3/config.json').read_text())
@@ -148,6 +149,10 @@ def test_the_objectives_stage_runs_the_ablation_from_its_kit(tmp_path):
     line = rf'^{row} +1e-3 +{steps} 0\.\d+, 0\.\d+, 0\.\d+ \(0\.\d+\)'
     assert re.search(line, report, re.M), report
   assert (out / 'objectives' / 'run' / 'logs' / 'lane1.log').exists()
+  # The user's FINETUNE_FLAGS reach fine-tuning, and the dry run's few examples after them.
+  tuned = json.loads((out / 'objectives/run/finetune/sst-2-mlm/results.json').read_text())
+  assert tuned['config']['max_seq_length'] == 64, tuned['config']
+  assert tuned['config']['max_train_examples'] == 32, tuned['config']
   # Each lane's jobs were timed: pretraining and the paper protocol's two tasks. The stage's
   # one learning rate leaves nothing to choose, so no selection fine-tune runs.
   times = (out / 'objectives' / 'run' / 'times.tsv').read_text().splitlines()
@@ -158,7 +163,7 @@ def test_the_objectives_stage_runs_the_ablation_from_its_kit(tmp_path):
   # kept (the pretraining restores, the fine-tunes are skipped), the table is the same.
   results = sorted((out / 'objectives' / 'run').glob('*/*/results.json'))
   written = [p.stat().st_mtime_ns for p in results]
-  again = _dry_run('objectives', kit, out, PRETRAIN_FLAGS=two_layers)
+  again = _dry_run('objectives', kit, out, PRETRAIN_FLAGS=two_layers, FINETUNE_FLAGS=short)
   assert again.returncode == 0, again.stderr[-3000:]
   assert len(results) == 4 and [p.stat().st_mtime_ns for p in results] == written
   # Each lane's log holds both pieces: two runs of the row's pretraining (lane 1: BERT).
