@@ -56,11 +56,13 @@
 # losing its time, send SIGTERM to its python processes (pretraining saves its step).
 # ROWS='electra_t3 mlm' limits the rows; PRETRAIN_FLAGS adds flags to every
 # pretraining run and its FLOPs count, after the recipe's (a larger model on a GPU:
-# '--config.model.num_layers=12 --config.model.hidden_size=256 ...'; one set per OUT,
-# kept in OUT/pretrain_flags: a rerun into it with others is refused), and
-# FINETUNE_FLAGS to every fine-tuning run; RANDOM_INIT=0 leaves out the
-# random-initialisation row, which depends on neither the objective nor the budget,
-# when another budget has it.
+# '--config.model.num_layers=12 --config.model.hidden_size=256 ...'), and
+# FINETUNE_FLAGS to every fine-tuning run (one set of each per OUT, kept in
+# OUT/pretrain_flags and OUT/finetune_flags: a rerun into it with others is refused;
+# to fine-tune the same pretraining otherwise, link each OUT/pretrain/ROW-lrLR into a new
+# OUT, then run that with the same PRETRAIN_FLAGS and the new FINETUNE_FLAGS: its
+# pretraining only restores); RANDOM_INIT=0 leaves out the random-initialisation row,
+# which depends on neither the objective nor the budget, when another budget has it.
 # PARALLEL=2 runs the rows in two lanes, lane K taking rows K, K+2, ... in turn,
 # its output in OUT/logs/laneK.log; random initialisation's TASKS are dealt out to the
 # lanes the same way, each lane running its share after its first row. On CPU lane K
@@ -123,18 +125,23 @@ if ! [[ $lanes =~ ^[1-9][0-9]*$ ]] || ((lanes > $(nproc))); then
     "process may use (nproc)" >&2
   exit 2
 fi
-# For the table's heading: the paper's figures beside a row are for the paper's settings.
-# One OUT holds one set of PRETRAIN_FLAGS: its rows share that heading, and a run
-# resumed with other flags would mix two recipes in one row.
-flags_file=$out/pretrain_flags
-if [[ -f $flags_file && $(< "$flags_file") != "${PRETRAIN_FLAGS:-}" ]]; then
-  echo "error: PRETRAIN_FLAGS='${PRETRAIN_FLAGS:-}', but $out was run with" \
-    "PRETRAIN_FLAGS='$(< "$flags_file")' ($flags_file): give these flags an OUT of" \
-    "their own, or give the same flags to go on with it" >&2
-  exit 2
-fi
-mkdir -p "$out"
-printf '%s\n' "${PRETRAIN_FLAGS:-}" > "$flags_file"
+# One OUT holds one set of PRETRAIN_FLAGS and one of FINETUNE_FLAGS, kept in
+# OUT/pretrain_flags and OUT/finetune_flags for the table's heading (the paper's figures
+# are for its own settings): a rerun with others would mix two recipes in one row, or
+# skip the fine-tunes already made with the old flags and report them as the new.
+keep_flags() {  # keep_flags NAME: records $NAME in OUT, or exits if OUT has other flags.
+  local file flags=${!1:-}
+  file=$out/$(tr '[:upper:]' '[:lower:]' <<< "$1")
+  if [[ -f $file && $(< "$file") != "$flags" ]]; then
+    echo "error: $1='$flags', but $out was run with $1='$(< "$file")' ($file): give" \
+      "these flags an OUT of their own, or give the same flags to go on with it" >&2
+    exit 2
+  fi
+  mkdir -p "$out"
+  printf '%s\n' "$flags" > "$file"
+}
+keep_flags PRETRAIN_FLAGS
+keep_flags FINETUNE_FLAGS
 # The data and model of the recipe (benchmarks/cpu_recipe.sh), PRETRAIN_FLAGS included:
 # $model.
 source "$(dirname "$0")/cpu_recipe.sh"

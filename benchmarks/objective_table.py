@@ -8,9 +8,10 @@ seed in its subfolders, when each seed ran as its own process), OUT/select/ROW-l
 (each row's chosen rate) and each pretraining run's checkpoints and TensorBoard
 events; rows not run yet are left out, so it can be printed at any point of the run.
 
-OUT/pretrain_flags holds the PRETRAIN_FLAGS of the script's runs into OUT (it refuses
-other flags there); the heading names them, since a row is labelled by its objective
-alone (a uniform_generator run shows as `electra`).
+OUT/pretrain_flags and OUT/finetune_flags hold the PRETRAIN_FLAGS and FINETUNE_FLAGS
+of the script's runs into OUT (it refuses others there); the heading names them, since
+a row is labelled by its objective alone (a uniform_generator run shows as `electra`)
+and the paper's figures are for its own protocol.
 
 Last, the time each lane spent, from OUT/times.tsv (every piece of a run in pieces).
 
@@ -145,20 +146,28 @@ def print_verdicts(found: dict[tuple[str, str], list[float]], heading: str) -> N
       print(f'{row:15} ' + '   '.join(verdicts))
 
 
+def flags_in(out: pathlib.Path, name: str) -> str:
+  """The PRETRAIN_FLAGS or FINETUNE_FLAGS (name: pretrain, finetune) kept in OUT."""
+  path = out / f'{name}_flags'
+  return path.read_text().strip() if path.exists() else ''
+
+
 def print_table(out: pathlib.Path, budget: str, lrs: list[str]) -> None:
   tasks = tasks_run([out])
   # The paper's GLUE score beside the rows only where the table has a GLUE task.
   glue = bool({'sst-2', 'mrpc'} & set(tasks))
-  flags_file = out / 'pretrain_flags'
-  flags = flags_file.read_text().strip() if flags_file.exists() else ''
+  pretrain_flags, finetune_flags = (flags_in(out, name) for name in ('pretrain', 'finetune'))
   print(
     f'Each row: {budget} TFLOP of pretraining'
+    + (f" with PRETRAIN_FLAGS '{pretrain_flags}'" if pretrain_flags else '')
+    + "; fine-tuning 3 seeds (GLUE under the paper's protocol"
+    + (f", then FINETUNE_FLAGS '{finetune_flags}'" if finetune_flags else '')
+    + '), dev medians'
     + (
-      f" with PRETRAIN_FLAGS '{flags}' (the paper's figures are for its own settings)"
-      if flags
-      else ''
+      "; the paper's figures are for its own settings."
+      if glue and (pretrain_flags or finetune_flags)
+      else '.'
     )
-    + "; fine-tuning 3 seeds (GLUE under the paper's protocol), dev medians."
   )
   print(
     f'{"row":15} {"lr":6} {"steps":>6} '

@@ -82,7 +82,11 @@ def test_the_grid_compares_rates_half_way_and_only_the_chosen_run_goes_on(
   assert scores[chosen] >= scores[other]
   assert f'mlm: learning rate {chosen} (1,000-example SST-2 median ' in done.stdout
   # The table's heading names the flags that made these rows other than the recipe's.
-  assert f"pretraining with PRETRAIN_FLAGS '{env['PRETRAIN_FLAGS']}' (the paper's" in done.stdout
+  assert (
+    f"pretraining with PRETRAIN_FLAGS '{env['PRETRAIN_FLAGS']}'; fine-tuning 3 seeds (GLUE "
+    f"under the paper's protocol, then FINETUNE_FLAGS '{env['FINETUNE_FLAGS']}'), dev "
+    "medians; the paper's figures are for its own settings." in done.stdout
+  )
   assert 'at step 5 of 10)' in done.stdout
   # One OUT, one set of PRETRAIN_FLAGS: a rerun with others is refused before any work.
   reseeded = env['PRETRAIN_FLAGS'] + ' --config.seed=1'
@@ -94,6 +98,16 @@ def test_the_grid_compares_rates_half_way_and_only_the_chosen_run_goes_on(
     in mixed.stderr
   ), mixed.stderr[-3000:]
   assert (out / 'pretrain_flags').read_text() == env['PRETRAIN_FLAGS'] + '\n'
+  # Nor with other FINETUNE_FLAGS, whose finished fine-tunes would be kept as the new.
+  longer = env['FINETUNE_FLAGS'] + ' --config.num_train_epochs=2'
+  kept = _ablation(out, budget, **{**env, 'FINETUNE_FLAGS': longer})
+  assert kept.returncode == 2
+  assert (
+    f"error: FINETUNE_FLAGS='{longer}', but {out} was run with "
+    f"FINETUNE_FLAGS='{env['FINETUNE_FLAGS']}' ({out}/finetune_flags): give these flags"
+    in kept.stderr
+  ), kept.stderr[-3000:]
+  assert (out / 'finetune_flags').read_text() == env['FINETUNE_FLAGS'] + '\n'
   assert _newest_checkpoint(out / 'pretrain' / f'mlm-lr{other}') == 5
   assert _newest_checkpoint(out / 'pretrain' / f'mlm-lr{chosen}') == 10
   assert 'Resumed at step 5 ' in done.stderr  # The chosen run went on from its stop.
@@ -174,10 +188,18 @@ def test_the_grid_compares_rates_half_way_and_only_the_chosen_run_goes_on(
     f'error: {out}/select/mlm-lr1e-3/results.json fine-tuned mlm-lr1e-3 at step 5, but this '
     'run asks for mlm-lr1e-3 at step 10 (SELECT_AT or LRS changed?)' in whole.stderr
   ), whole.stderr[-3000:]
-  # A piece that fails is timed too, with its status, and the script stops with it.
-  (out / 'select' / 'mlm-lr1e-3' / 'results.json').unlink()
-  failed = _ablation(out, budget, **{**env, 'FINETUNE_FLAGS': '--config.no_such_key=1'})
+  # Other FINETUNE_FLAGS on the same pretraining: its runs linked into a new OUT only
+  # restore. A piece that fails (here, on a key finetune lacks) is timed too, with its
+  # status, and the script stops with it.
+  (other_out := tmp_path / 'other_flags' / 'pretrain').mkdir(parents=True)
+  for lr in ('1e-3', '2e-3'):
+    (other_out / f'mlm-lr{lr}').symlink_to(out / 'pretrain' / f'mlm-lr{lr}')
+  failed = _ablation(
+    other_out.parent, budget, **{**env, 'FINETUNE_FLAGS': '--config.no_such_key=1'}
+  )
   assert failed.returncode != 0
-  job, seconds, lane, status = (out / 'times.tsv').read_text().splitlines()[-1].split('\t')
+  times = (other_out.parent / 'times.tsv').read_text().splitlines()
+  job, seconds, lane, status = times[-1].split('\t')
   assert (job, lane, status) == ('finetune select/mlm-lr1e-3', '0', '2'), failed.stderr[-3000:]
   assert int(seconds) >= 0
+  assert _newest_checkpoint(out / 'pretrain' / f'mlm-lr{chosen}') == 10  # Only restored.
