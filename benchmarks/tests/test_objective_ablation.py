@@ -88,26 +88,21 @@ def test_the_grid_compares_rates_half_way_and_only_the_chosen_run_goes_on(
     "medians; the paper's figures are for its own settings." in done.stdout
   )
   assert 'at step 5 of 10)' in done.stdout
-  # One OUT, one set of PRETRAIN_FLAGS: a rerun with others is refused before any work.
-  reseeded = env['PRETRAIN_FLAGS'] + ' --config.seed=1'
-  mixed = _ablation(out, budget, **{**env, 'PRETRAIN_FLAGS': reseeded})
-  assert mixed.returncode == 2
-  assert (
-    f"error: PRETRAIN_FLAGS='{reseeded}', but {out} was run with "
-    f"PRETRAIN_FLAGS='{env['PRETRAIN_FLAGS']}' ({out}/pretrain_flags): give these flags"
-    in mixed.stderr
-  ), mixed.stderr[-3000:]
-  assert (out / 'pretrain_flags').read_text() == env['PRETRAIN_FLAGS'] + '\n'
-  # Nor with other FINETUNE_FLAGS, whose finished fine-tunes would be kept as the new.
-  longer = env['FINETUNE_FLAGS'] + ' --config.num_train_epochs=2'
-  kept = _ablation(out, budget, **{**env, 'FINETUNE_FLAGS': longer})
-  assert kept.returncode == 2
-  assert (
-    f"error: FINETUNE_FLAGS='{longer}', but {out} was run with "
-    f"FINETUNE_FLAGS='{env['FINETUNE_FLAGS']}' ({out}/finetune_flags): give these flags"
-    in kept.stderr
-  ), kept.stderr[-3000:]
-  assert (out / 'finetune_flags').read_text() == env['FINETUNE_FLAGS'] + '\n'
+  # One OUT, one set of PRETRAIN_FLAGS and one of FINETUNE_FLAGS: a rerun with others is
+  # refused before any work (it would mix two recipes in a row, or keep the fine-tunes
+  # made with the old flags as the new ones').
+  for name, changed in (
+    ('PRETRAIN_FLAGS', '--config.seed=1'),
+    ('FINETUNE_FLAGS', '--config.num_train_epochs=2'),
+  ):
+    flags, kept = f'{env[name]} {changed}', out / name.lower()
+    refused = _ablation(out, budget, **{**env, name: flags})
+    assert refused.returncode == 2
+    assert (
+      f"error: {name}='{flags}', but {out} was run with {name}='{env[name]}' ({kept}): "
+      'give these flags' in refused.stderr
+    ), refused.stderr[-3000:]
+    assert kept.read_text() == env[name] + '\n'
   assert _newest_checkpoint(out / 'pretrain' / f'mlm-lr{other}') == 5
   assert _newest_checkpoint(out / 'pretrain' / f'mlm-lr{chosen}') == 10
   assert 'Resumed at step 5 ' in done.stderr  # The chosen run went on from its stop.
