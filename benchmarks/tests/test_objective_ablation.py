@@ -186,15 +186,13 @@ def test_the_grid_compares_rates_half_way_and_only_the_chosen_run_goes_on(
   # Other FINETUNE_FLAGS on the same pretraining: its runs linked into a new OUT only
   # restore. A piece that fails (here, on a key finetune lacks) is timed too, with its
   # status, and the script stops with it.
-  (other_out := tmp_path / 'other_flags' / 'pretrain').mkdir(parents=True)
+  linked = tmp_path / 'other_flags'
+  (linked / 'pretrain').mkdir(parents=True)
   for lr in ('1e-3', '2e-3'):
-    (other_out / f'mlm-lr{lr}').symlink_to(out / 'pretrain' / f'mlm-lr{lr}')
-  failed = _ablation(
-    other_out.parent, budget, **{**env, 'FINETUNE_FLAGS': '--config.no_such_key=1'}
-  )
+    (linked / 'pretrain' / f'mlm-lr{lr}').symlink_to(out / 'pretrain' / f'mlm-lr{lr}')
+  failed = _ablation(linked, budget, **{**env, 'FINETUNE_FLAGS': '--config.no_such_key=1'})
   assert failed.returncode != 0
-  times = (other_out.parent / 'times.tsv').read_text().splitlines()
-  job, seconds, lane, status = times[-1].split('\t')
+  job, seconds, lane, status = (linked / 'times.tsv').read_text().splitlines()[-1].split('\t')
   assert (job, lane, status) == ('finetune select/mlm-lr1e-3', '0', '2'), failed.stderr[-3000:]
   assert int(seconds) >= 0
   assert _newest_checkpoint(out / 'pretrain' / f'mlm-lr{chosen}') == 10  # Only restored.
