@@ -5,7 +5,8 @@
 Each OUT is one pretraining seed's run of the script, on the same corpus and budget
 (PRETRAIN_FLAGS='--config.seed=N' into an OUT of its own). For each row and task it
 prints each OUT's rate and median, then the median and range of all their seeds
-together; then the issue's test over all of them: is every seed of the row above
+together (a task's second metric too, MRPC's accuracy beside its F1, as a task of its
+own); then the issue's test over all of them: is every seed of the row above
 every BERT (mlm) seed? A row missing from some OUTs is pooled over the others: it
 lists fewer rates and medians. At small budgets a second pretraining seed
 can move a row's median by more than the gaps between rows
@@ -23,19 +24,20 @@ import pathlib
 import statistics
 import sys
 
-from objective_table import PAPER, TASKS, chosen_rate, print_verdicts, seeds, tasks_run
+from objective_table import PAPER, TASKS, chosen_rate, print_verdicts, scores, seeds, tasks_run
 from scipy import stats
 
 
 def pooled(outs: list[pathlib.Path]) -> dict[tuple[str, str], list[tuple[str, list[float]]]]:
-  """{(row, task): [(rate, fine-tuning seeds) for each OUT that has them]}."""
+  """{(row, score): [(rate, fine-tuning seeds) for each OUT that has them]}, a score
+  being a task's metric or its second one (objective_table.scores)."""
   found: dict[tuple[str, str], list[tuple[str, list[float]]]] = {}
   for out in outs:
     for row in PAPER:
-      for task, (metric, _) in TASKS.items():
+      for key, task, metric in scores(TASKS):
         got = seeds(out, row, task, metric)
         if got is not None:
-          found.setdefault((row, task), []).append((chosen_rate(out, row), got[0]))
+          found.setdefault((row, key), []).append((chosen_rate(out, row), got[0]))
   return found
 
 
@@ -46,16 +48,16 @@ def print_pooled(outs: list[pathlib.Path]) -> None:
     'of each OUT that has the row, then all their fine-tuning seeds together.'
   )
   print(
-    f'{"row":15} {"task":8} {"rates":16} {"medians":22} {"seeds":>5} {"median":>7} {"range":>12}'
+    f'{"row":15} {"task":13} {"rates":16} {"medians":22} {"seeds":>5} {"median":>7} {"range":>12}'
   )
   every = {key: [value for _, values in runs for value in values] for key, runs in found.items()}
   for row in PAPER:
-    for task in tasks_run(outs):
+    for task, _, _ in scores(tasks_run(outs)):
       if (row, task) not in found:
         continue
       runs, values = found[row, task], every[row, task]
       print(
-        f'{row:15} {task:8} {", ".join(lr for lr, _ in runs):16} '
+        f'{row:15} {task:13} {", ".join(lr for lr, _ in runs):16} '
         f'{", ".join(f"{statistics.median(run):.3f}" for _, run in runs):22} '
         f'{len(values):>5} {statistics.median(values):>7.3f} '
         f'{f"{min(values):.3f}-{max(values):.3f}":>12}'
@@ -76,7 +78,7 @@ def seed_test(row: list[float], bert: list[float]) -> tuple[str, float]:
 def print_seed_tests(found: dict[tuple[str, str], list[tuple[str, list[float]]]]) -> None:
   lines = []
   for row in PAPER:
-    for task in TASKS:
+    for task, _, _ in scores(TASKS):
       runs, bert = found.get((row, task), []), found.get(('mlm', task), [])
       if row == 'mlm' or len(runs) < 2 or len(bert) < 2:
         continue
@@ -84,7 +86,7 @@ def print_seed_tests(found: dict[tuple[str, str], list[tuple[str, list[float]]]]
       bert_medians = [statistics.median(values) for _, values in bert]
       side, p = seed_test(row_medians, bert_medians)
       lines.append(
-        f'{row:15} {task:8} {side} BERT, p = {p:.3f} '
+        f'{row:15} {task:13} {side} BERT, p = {p:.3f} '
         f'({len(row_medians)} pretraining seeds against {len(bert_medians)})'
       )
   if lines:

@@ -13,6 +13,9 @@ of the script's runs into OUT (it refuses others there); the heading names them,
 a row is labelled by its objective alone (a uniform_generator run shows as `electra`)
 and the paper's figures are for its own protocol.
 
+Below the table, a task's SECOND metric where F1 alone can mislead: MRPC's accuracy,
+with the constant answer's, and in the verdicts.
+
 Last, the time each lane spent, from OUT/times.tsv (every piece of a run in pieces).
 
 Beside the grid it prints each pretraining run's last log window: the masked
@@ -24,6 +27,7 @@ near 0 predicts the prior: fine-tuning scores from such a run say little about
 the objective (docs/experiments/2026-11-25_objective_ablation.md).
 """
 
+from collections.abc import Iterable
 import json
 import pathlib
 import statistics
@@ -51,6 +55,11 @@ TASKS = {
   'chunking': ('f1', 'chunking F1'),
   'pos': ('accuracy', 'POS acc'),
 }
+# A second dev metric, shown below the table: MRPC's F1 rewards leaning to
+# "paraphrase" (always answering it scores 0.812, above most rows at these budgets),
+# and its accuracy (0.684 for that answer) tells a row that learned the task from one
+# that leans.
+SECOND = {'mrpc': ('accuracy', 'MRPC acc')}
 # Pretraining's figures beside the grid: (train/ tag, column heading).
 PRETRAINING = (
   ('mlm_accuracy', 'MLM acc'),
@@ -124,9 +133,29 @@ def tasks_run(outs: list[pathlib.Path]) -> list[str]:
   return run or ['sst-2', 'mrpc']
 
 
+def scores(tasks: Iterable[str]) -> list[tuple[str, str, str]]:
+  """(key, task, metric) for each task's metric, then for each SECOND metric, whose key
+  is 'TASK METRIC' (the verdicts' and objective_seeds.py's name for it)."""
+  first = [(task, task, TASKS[task][0]) for task in tasks]
+  return first + [
+    (f'{task} {SECOND[task][0]}', task, SECOND[task][0]) for task in tasks if task in SECOND
+  ]
+
+
+def seeds_cell(values: list[float]) -> str:
+  """A row's seeds and, in brackets, their median."""
+  return ', '.join(f'{v:.3f}' for v in values) + f' ({statistics.median(values):.3f})'
+
+
+def constant_cell(answer: dict, metric: str) -> str:
+  """The constant answer's dev `metric` and the answer (a results.json's
+  constant_baseline)."""
+  return f'{answer["dev"]["dev"][metric]:.3f} (always {answer["answer"]})'
+
+
 def print_verdicts(found: dict[tuple[str, str], list[float]], heading: str) -> None:
-  """The issue's test, per row and task: is every seed in `found` above every BERT
-  (mlm) seed?"""
+  """The issue's test, per row and score (a key of `scores`): is every seed in `found`
+  above every BERT (mlm) seed?"""
   print(heading)
   for row in (
     'electra_t3',
@@ -138,7 +167,7 @@ def print_verdicts(found: dict[tuple[str, str], list[float]], heading: str) -> N
     'random',
   ):
     verdicts = []
-    for task in TASKS:
+    for task, _, _ in scores(TASKS):
       if (row, task) in found and ('mlm', task) in found:
         above = min(found[row, task]) > max(found['mlm', task])
         verdicts.append(f'{task}: {"yes" if above else "no"}')
@@ -185,11 +214,9 @@ def print_table(out: pathlib.Path, budget: str, lrs: list[str]) -> None:
         cells.append('not run')
         continue
       found[row, task] = got[0]
-      answer = got[1]['constant_baseline']
-      constant.setdefault(task, f'{answer["dev"]["dev"][metric]:.3f} (always {answer["answer"]})')
-      median = statistics.median(got[0])
-      medians.append(median)
-      cells.append(', '.join(f'{v:.3f}' for v in got[0]) + f' ({median:.3f})')
+      constant.setdefault(task, constant_cell(got[1]['constant_baseline'], metric))
+      medians.append(statistics.median(got[0]))
+      cells.append(seeds_cell(got[0]))
     if not medians:
       continue
     lr = chosen_rate(out, row)
@@ -206,6 +233,9 @@ def print_table(out: pathlib.Path, budget: str, lrs: list[str]) -> None:
       f'{"constant answer":15} {"":6} {"":>6} '
       + ' '.join(f'{constant.get(task, "-"):34}' for task in tasks).rstrip()
     )
+  for task in tasks:
+    if task in SECOND:
+      found.update(print_second(out, task))
 
   print(
     '\nLearning-rate grid: median dev accuracy on 1,000 SST-2 examples (3 seeds) of the '
@@ -248,6 +278,23 @@ def print_table(out: pathlib.Path, budget: str, lrs: list[str]) -> None:
         print(f'{row:15} {lr:6} {heading:12} {points}')
 
   print_verdicts(found, '\nEvery seed of the row above every BERT (mlm) seed?')
+
+
+def print_second(out: pathlib.Path, task: str) -> dict[tuple[str, str], list[float]]:
+  """TASK's SECOND metric for each row that has it, and the constant answer's; returns
+  the seeds, keyed (row, 'TASK METRIC'), for the verdicts."""
+  metric, heading = SECOND[task]
+  print(f'\n{heading} beside {TASKS[task][1]}: seeds (median)')
+  found, answer = {}, None
+  for row in PAPER:
+    got = seeds(out, row, task, metric)
+    if got is not None:
+      found[row, f'{task} {metric}'] = got[0]
+      answer = got[1]['constant_baseline']
+      print(f'{row:15} {seeds_cell(got[0])}')
+  if answer is not None:
+    print(f'{"constant answer":15} {constant_cell(answer, metric)}')
+  return found
 
 
 def lane_seconds(out: pathlib.Path) -> tuple[dict[str, int], int]:

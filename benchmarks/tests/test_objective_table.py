@@ -19,15 +19,26 @@ def _results(
   constant: float,
   first_seed: int = 0,
   pretraining_step: int = 1000,
+  second: tuple[str, list[float], float] | None = None,
 ) -> None:
+  """A results.json of `values` of `metric`; `second` adds another metric's (its name,
+  values and constant answer's), as MRPC's have both F1 and accuracy."""
+  other, other_values, other_constant = second or ('', [None] * len(values), None)
+
+  def dev(value, other_value):
+    return {'dev': {metric: value, **({other: other_value} if second else {})}}
+
   path.mkdir(parents=True)
   path.joinpath('results.json').write_text(
     json.dumps(
       {
         'pretraining_step': pretraining_step,
-        'seeds': {str(first_seed + i): {'dev': {'dev': {metric: v}}} for i, v in enumerate(values)},
+        'seeds': {
+          str(first_seed + i): {'dev': dev(v, w)}
+          for i, (v, w) in enumerate(zip(values, other_values, strict=True))
+        },
         'median': {'dev': {metric: sorted(values)[len(values) // 2]}},
-        'constant_baseline': {'answer': '1', 'dev': {'dev': {metric: constant}}},
+        'constant_baseline': {'answer': '1', 'dev': dev(constant, other_constant)},
       }
     )
   )
@@ -72,11 +83,14 @@ def test_the_table_the_grid_and_the_verdicts(tmp_path):
   _results(out / 'select/electra-lr1e-3', 'accuracy', [0.6, 0.7, 0.65], 0.5, pretraining_step=200)
   _results(out / 'select/electra-lr2e-3', 'accuracy', [0.5, 0.6, 0.55], 0.5, pretraining_step=200)
   _results(out / 'finetune/sst-2-electra', 'accuracy', [0.82, 0.83, 0.81], 0.509)
-  _results(out / 'finetune/mrpc-electra', 'f1', [0.80, 0.79, 0.81], 0.812)
+  # MRPC's accuracy too: ELECTRA's F1 seeds fall among BERT's, its accuracy seeds do not.
+  accuracy = ('accuracy', [0.72, 0.71, 0.73], 0.684)
+  _results(out / 'finetune/mrpc-electra', 'f1', [0.80, 0.79, 0.81], 0.812, second=accuracy)
   # BERT's SST-2 seeds ran as processes of their own, one folder each.
   for seed, value in ((2, 0.805), (0, 0.80), (1, 0.79)):
     _results(out / f'finetune/sst-2-mlm/s{seed}', 'accuracy', [value], 0.509, first_seed=seed)
-  _results(out / 'finetune/mrpc-mlm', 'f1', [0.80, 0.805, 0.79], 0.812)
+  accuracy = ('accuracy', [0.69, 0.70, 0.68], 0.684)
+  _results(out / 'finetune/mrpc-mlm', 'f1', [0.80, 0.805, 0.79], 0.812, second=accuracy)
   # Lane 1's pretraining ran in two pieces, the first stopped by SIGTERM; both count.
   # The first two lines are in the format before the status column.
   (out / 'times.tsv').write_text(
@@ -117,6 +131,13 @@ def test_the_table_the_grid_and_the_verdicts(tmp_path):
   assert ['mlm', '1e-3', '1000', '0.800,', '0.790,', '0.805', '(0.800)'] == lines[3][:7]
   assert lines[3][-2:] == ['0.800', '82.2']
   assert ['constant', 'answer', '0.509', '(always', '1)', '0.812', '(always', '1)'] in lines
+  # Below the table, MRPC's accuracy: each row's seeds, then the constant answer's.
+  second = lines.index(['MRPC', 'acc', 'beside', 'MRPC', 'F1:', 'seeds', '(median)'])
+  assert lines[second + 1 : second + 4] == [
+    ['electra', '0.720,', '0.710,', '0.730', '(0.720)'],
+    ['mlm', '0.690,', '0.700,', '0.680', '(0.690)'],
+    ['constant', 'answer', '0.684', '(always', '1)'],
+  ]
   # The grid: selection median and the step it read, the step the run trained to, then
   # MLM acc, main MLM acc, disc recall, disc precision of its last window.
   assert ['electra', '1e-3', '0.650', '200', '400', '0.250', '-', '0.350', '0.600'] in lines
@@ -126,7 +147,7 @@ def test_the_table_the_grid_and_the_verdicts(tmp_path):
   assert ['electra', '1e-3', 'MLM', 'acc', '200:', '0.190', '400:', '0.250'] in lines
   assert ['electra', '1e-3', 'disc', 'recall', '200:', '0.010', '400:', '0.350'] in lines
   assert ['mlm', '1e-3', 'MLM', 'acc', '900:', '0.300', '1000:', '0.340'] in lines
-  assert ['electra', 'sst-2:', 'yes', 'mrpc:', 'no'] in lines
+  assert ['electra', 'sst-2:', 'yes', 'mrpc:', 'no', 'mrpc', 'accuracy:', 'yes'] in lines
   assert ' '.join(lines[-1]).startswith(
     'Time (OUT/times.tsv): lane 0 1.50 h, lane 1 0.90 h; 144 job-minutes in all (1 stopped '
     'or failed pieces included).'
@@ -154,6 +175,7 @@ def test_the_table_shows_the_tagging_tasks_it_finds(tmp_path):
   assert lines[3][0] == 'mlm' and lines[3][-3:] == ['0.860', '(0.850)', '0.685']
   assert ['constant', 'answer', '0.000', '(always', '1)', '0.167', '(always', '1)'] in lines
   assert ['electra_t3', 'ner:', 'no', 'pos:', 'no'] in lines
+  assert not [line for line in lines if line[:2] == ['MRPC', 'acc']]
 
 
 def test_a_curve_spreads_its_points_and_keeps_the_last():
@@ -177,8 +199,10 @@ def test_seeds_pool_over_pretraining_seeds(tmp_path):
       (out / 'pretrain' / f'{row}.lr').write_text('1e-3\n')
     _results(out / 'finetune/sst-2-electra', 'accuracy', electra, 0.509)
     _results(out / 'finetune/sst-2-mlm', 'accuracy', bert, 0.509)
-  _results(first / 'finetune/mrpc-electra', 'f1', [0.80, 0.79, 0.81], 0.812)
-  _results(first / 'finetune/mrpc-mlm', 'f1', [0.70, 0.71, 0.72], 0.812)
+  accuracy = ('accuracy', [0.70, 0.69, 0.71], 0.684)
+  _results(first / 'finetune/mrpc-electra', 'f1', [0.80, 0.79, 0.81], 0.812, second=accuracy)
+  accuracy = ('accuracy', [0.68, 0.69, 0.70], 0.684)
+  _results(first / 'finetune/mrpc-mlm', 'f1', [0.70, 0.71, 0.72], 0.812, second=accuracy)
   # ELECTRA 15% ran in the second OUT only, at another rate.
   (second / 'pretrain/electra_15.lr').write_text('2e-3\n')
   _results(second / 'finetune/sst-2-electra_15', 'accuracy', [0.70, 0.72, 0.71], 0.509)
@@ -197,9 +221,11 @@ def test_seeds_pool_over_pretraining_seeds(tmp_path):
     '0.795-0.840',
   ] in lines
   assert ['electra', 'mrpc', '1e-3', '0.800', '3', '0.800', '0.790-0.810'] in lines
+  # MRPC's accuracy, pooled as a task of its own.
+  assert ['electra', 'mrpc', 'accuracy', '1e-3', '0.700', '3', '0.700', '0.690-0.710'] in lines
   assert ['electra_15', 'sst-2', '2e-3', '0.710', '3', '0.710', '0.700-0.720'] in lines
   assert ['mlm', 'sst-2', '1e-3,', '1e-3', '0.805,', '0.780', '6', '0.795', '0.770-0.810'] in lines
-  assert ['electra', 'sst-2:', 'no', 'mrpc:', 'yes'] in lines
+  assert ['electra', 'sst-2:', 'no', 'mrpc:', 'yes', 'mrpc', 'accuracy:', 'no'] in lines
   assert ['electra_15', 'sst-2:', 'no'] in lines
   # Across pretraining seeds: ELECTRA's OUT medians 0.830 and 0.800 against BERT's 0.805
   # and 0.780 rank 3 of the 4 pairs above; of the 6 splits of four medians into two
