@@ -133,13 +133,16 @@ def tasks_run(outs: list[pathlib.Path]) -> list[str]:
   return run or ['sst-2', 'mrpc']
 
 
+def second_key(task: str) -> str:
+  """'TASK METRIC': the verdicts' and objective_seeds.py's name for TASK's SECOND metric."""
+  return f'{task} {SECOND[task][0]}'
+
+
 def scores(tasks: Iterable[str]) -> list[tuple[str, str, str]]:
-  """(key, task, metric) for each task's metric, then for each SECOND metric, whose key
-  is 'TASK METRIC' (the verdicts' and objective_seeds.py's name for it)."""
+  """(key, task, metric) for each task's metric, then for each SECOND metric (keyed by
+  second_key)."""
   first = [(task, task, TASKS[task][0]) for task in tasks]
-  return first + [
-    (f'{task} {SECOND[task][0]}', task, SECOND[task][0]) for task in tasks if task in SECOND
-  ]
+  return first + [(second_key(task), task, SECOND[task][0]) for task in tasks if task in SECOND]
 
 
 def seeds_cell(values: list[float]) -> str:
@@ -282,14 +285,14 @@ def print_table(out: pathlib.Path, budget: str, lrs: list[str]) -> None:
 
 def print_second(out: pathlib.Path, task: str) -> dict[tuple[str, str], list[float]]:
   """TASK's SECOND metric for each row that has it, and the constant answer's; returns
-  the seeds, keyed (row, 'TASK METRIC'), for the verdicts."""
+  the seeds, keyed (row, second_key(TASK)), for the verdicts."""
   metric, heading = SECOND[task]
   print(f'\n{heading} beside {TASKS[task][1]}: seeds (median)')
   found, answer = {}, None
   for row in PAPER:
     got = seeds(out, row, task, metric)
     if got is not None:
-      found[row, f'{task} {metric}'] = got[0]
+      found[row, second_key(task)] = got[0]
       answer = got[1]['constant_baseline']
       print(f'{row:15} {seeds_cell(got[0])}')
   if answer is not None:

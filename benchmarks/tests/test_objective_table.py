@@ -23,22 +23,21 @@ def _results(
 ) -> None:
   """A results.json of `values` of `metric`; `second` adds another metric's (its name,
   values and constant answer's), as MRPC's have both F1 and accuracy."""
-  other, other_values, other_constant = second or ('', [None] * len(values), None)
-
-  def dev(value, other_value):
-    return {'dev': {metric: value, **({other: other_value} if second else {})}}
-
+  seeds = {str(first_seed + i): {'dev': {'dev': {metric: v}}} for i, v in enumerate(values)}
+  baseline = {'answer': '1', 'dev': {'dev': {metric: constant}}}
+  if second:
+    name, second_values, second_constant = second
+    for seed, value in zip(seeds.values(), second_values, strict=True):
+      seed['dev']['dev'][name] = value
+    baseline['dev']['dev'][name] = second_constant
   path.mkdir(parents=True)
   path.joinpath('results.json').write_text(
     json.dumps(
       {
         'pretraining_step': pretraining_step,
-        'seeds': {
-          str(first_seed + i): {'dev': dev(v, w)}
-          for i, (v, w) in enumerate(zip(values, other_values, strict=True))
-        },
+        'seeds': seeds,
         'median': {'dev': {metric: sorted(values)[len(values) // 2]}},
-        'constant_baseline': {'answer': '1', 'dev': dev(constant, other_constant)},
+        'constant_baseline': baseline,
       }
     )
   )
